@@ -1,0 +1,1 @@
+// DataProtection module: under construction.

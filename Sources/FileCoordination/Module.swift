@@ -1,0 +1,1 @@
+// FileCoordination module: under construction.

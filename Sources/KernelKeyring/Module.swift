@@ -1,0 +1,1 @@
+// KernelKeyring module: under construction.

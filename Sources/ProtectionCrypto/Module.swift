@@ -1,0 +1,1 @@
+// ProtectionCrypto module: under construction.
