@@ -1,1 +1,0 @@
-// ProtectionCrypto module: under construction.
