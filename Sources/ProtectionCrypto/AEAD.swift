@@ -73,19 +73,21 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         return st
     }
 
-    /// Encrypts `count` bytes at `text` in place and writes the tag to `tag`.
+    /// Encrypts `count` bytes from `input` into `output` (which may equal `input`) and writes the tag.
     ///
     /// - Parameters:
-    ///   - text: plaintext in, ciphertext out (`count` bytes; any valid pointer when `count` is 0).
+    ///   - input: plaintext (`count` bytes; any valid pointer when `count` is 0).
+    ///   - output: receives `count` bytes of ciphertext; may be `input` (in place).
     ///   - nonce: `cipher.nonceSize` bytes; MUST never repeat under this key.
     ///   - ad: associated data, authenticated but not encrypted.
     ///   - tag: receives `AEADCipher.tagSize` bytes.
     @inline(__always)
-    public borrowing func sealInPlace(
-        _ text: UnsafeMutableRawPointer, count: Int, nonce: UnsafeRawPointer,
-        ad: UnsafeRawBufferPointer, tag: UnsafeMutableRawPointer
+    public borrowing func seal(
+        _ input: UnsafeRawPointer, count: Int, into output: UnsafeMutableRawPointer,
+        nonce: UnsafeRawPointer, ad: UnsafeRawBufferPointer, tag: UnsafeMutableRawPointer
     ) {
-        let m = text.assumingMemoryBound(to: UInt8.self)
+        let m = input.assumingMemoryBound(to: UInt8.self)
+        let c = output.assumingMemoryBound(to: UInt8.self)
         let n = nonce.assumingMemoryBound(to: UInt8.self)
         let a = ad.baseAddress?.assumingMemoryBound(to: UInt8.self)
         let t = tag.assumingMemoryBound(to: UInt8.self)
@@ -93,26 +95,36 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
             switch cipher {
             case .aes256gcm:
                 _ = crypto_aead_aes256gcm_encrypt_detached_afternm(
-                    m, t, nil, m, UInt64(count), a, UInt64(ad.count), nil, n,
+                    c, t, nil, m, UInt64(count), a, UInt64(ad.count), nil, n,
                     s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))
             case .xchacha20poly1305:
                 _ = crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
-                    m, t, nil, m, UInt64(count), a, UInt64(ad.count), nil, n,
+                    c, t, nil, m, UInt64(count), a, UInt64(ad.count), nil, n,
                     s.baseAddress!.assumingMemoryBound(to: UInt8.self))
             }
         }
     }
 
-    /// Verifies `tag` and decrypts `count` bytes at `text` in place.
+    /// Encrypts `count` bytes at `text` in place and writes the tag (see `seal(_:count:into:nonce:ad:tag:)`).
+    @inline(__always)
+    public borrowing func sealInPlace(
+        _ text: UnsafeMutableRawPointer, count: Int, nonce: UnsafeRawPointer,
+        ad: UnsafeRawBufferPointer, tag: UnsafeMutableRawPointer
+    ) {
+        seal(text, count: count, into: text, nonce: nonce, ad: ad, tag: tag)
+    }
+
+    /// Verifies `tag` and decrypts `count` bytes from `input` into `output` (which may equal `input`).
     ///
-    /// On failure the buffer is zeroed, so no unauthenticated plaintext is left behind.
+    /// On failure `output` is zeroed, so no unauthenticated plaintext is left behind.
     /// - Throws: `.authenticationFailed` when the tag does not verify.
     @inline(__always)
-    public borrowing func openInPlace(
-        _ text: UnsafeMutableRawPointer, count: Int, nonce: UnsafeRawPointer,
-        ad: UnsafeRawBufferPointer, tag: UnsafeRawPointer
+    public borrowing func open(
+        _ input: UnsafeRawPointer, count: Int, into output: UnsafeMutableRawPointer,
+        nonce: UnsafeRawPointer, ad: UnsafeRawBufferPointer, tag: UnsafeRawPointer
     ) throws(CryptoError) {
-        let m = text.assumingMemoryBound(to: UInt8.self)
+        let c = input.assumingMemoryBound(to: UInt8.self)
+        let m = output.assumingMemoryBound(to: UInt8.self)
         let n = nonce.assumingMemoryBound(to: UInt8.self)
         let a = ad.baseAddress?.assumingMemoryBound(to: UInt8.self)
         let t = tag.assumingMemoryBound(to: UInt8.self)
@@ -120,11 +132,11 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
             switch cipher {
             case .aes256gcm:
                 return crypto_aead_aes256gcm_decrypt_detached_afternm(
-                    m, nil, m, UInt64(count), t, a, UInt64(ad.count), n,
+                    m, nil, c, UInt64(count), t, a, UInt64(ad.count), n,
                     s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))
             case .xchacha20poly1305:
                 return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
-                    m, nil, m, UInt64(count), t, a, UInt64(ad.count), n,
+                    m, nil, c, UInt64(count), t, a, UInt64(ad.count), n,
                     s.baseAddress!.assumingMemoryBound(to: UInt8.self))
             }
         }
@@ -132,5 +144,14 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
             if count > 0 { sodium_memzero(m, count) }
             throw CryptoError(.authenticationFailed, "authentication failed: the data, its nonce, its associated data or the key is wrong")
         }
+    }
+
+    /// Verifies and decrypts in place (see `open(_:count:into:nonce:ad:tag:)`).
+    @inline(__always)
+    public borrowing func openInPlace(
+        _ text: UnsafeMutableRawPointer, count: Int, nonce: UnsafeRawPointer,
+        ad: UnsafeRawBufferPointer, tag: UnsafeRawPointer
+    ) throws(CryptoError) {
+        try open(text, count: count, into: text, nonce: nonce, ad: ad, tag: tag)
     }
 }

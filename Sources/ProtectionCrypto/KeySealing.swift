@@ -64,9 +64,16 @@ public enum KeySealing {
     public static func open(
         _ sealed: UnsafeRawBufferPointer, with recipient: borrowing X25519KeyPair, ad: UnsafeRawBufferPointer
     ) throws(CryptoError) -> SecretBytes {
+        try open(sealed, secretKey: recipient.secretKey, publicKey: recipient.publicKey, ad: ad)
+    }
+
+    /// Opens a sealed key with the recipient's private key and its public key.
+    public static func open(
+        _ sealed: UnsafeRawBufferPointer, secretKey: borrowing SecretBytes, publicKey: X25519PublicKey, ad: UnsafeRawBufferPointer
+    ) throws(CryptoError) -> SecretBytes {
         guard sealed.count > overhead else { throw CryptoError(.invalidLength, "a sealed key needs more than \(overhead) bytes, got \(sealed.count)") }
         let eph = try X25519PublicKey(bytes: Array(sealed[0..<X25519PublicKey.size]))
-        let wrapKey = try sharedKey(secret: recipient.secretKey, peer: eph, ephemeral: eph, recipient: recipient.publicKey)
+        let wrapKey = try sharedKey(secret: secretKey, peer: eph, ephemeral: eph, recipient: publicKey)
         return try KeyWrap.unwrap(UnsafeRawBufferPointer(rebasing: sealed[X25519PublicKey.size...]), with: wrapKey, ad: ad)
     }
 

@@ -13,13 +13,18 @@ public enum KeyWrap {
     public static func wrap(
         _ key: borrowing SecretBytes, with kek: borrowing SecretBytes, ad: UnsafeRawBufferPointer
     ) throws(CryptoError) -> [UInt8] {
-        let aead = try AEADKey(.xchacha20poly1305, key: kek)
-        let n = aead.cipher.nonceSize
+        try checkKEK(kek)
+        let n = nonceSize
         var out = [UInt8](repeating: 0, count: n + key.count + AEADCipher.tagSize)
         out.withUnsafeMutableBytes { o in
             randombytes_buf(o.baseAddress!, n)
             key.withUnsafeBytes { k in (o.baseAddress! + n).copyMemory(from: k.baseAddress!, byteCount: k.count) }
-            aead.sealInPlace(o.baseAddress! + n, count: key.count, nonce: o.baseAddress!, ad: ad, tag: o.baseAddress! + n + key.count)
+            let m = (o.baseAddress! + n).assumingMemoryBound(to: UInt8.self)
+            kek.withUnsafeBytes { k in
+                _ = crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
+                    m, m + key.count, nil, m, UInt64(key.count), ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
+                    nil, o.baseAddress!.assumingMemoryBound(to: UInt8.self), k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
         }
         return out
     }
@@ -30,14 +35,30 @@ public enum KeyWrap {
     public static func unwrap(
         _ wrapped: UnsafeRawBufferPointer, with kek: borrowing SecretBytes, ad: UnsafeRawBufferPointer
     ) throws(CryptoError) -> SecretBytes {
-        let aead = try AEADKey(.xchacha20poly1305, key: kek)
-        let n = aead.cipher.nonceSize
+        try checkKEK(kek)
+        let n = nonceSize
         guard wrapped.count > overhead else { throw CryptoError(.invalidLength, "a wrapped key needs more than \(overhead) bytes, got \(wrapped.count)") }
         let len = wrapped.count - overhead
         var key = try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: wrapped[n..<(n + len)]))
-        try key.withUnsafeMutableBytes { (k: UnsafeMutableRawBufferPointer) throws(CryptoError) in
-            try aead.openInPlace(k.baseAddress!, count: len, nonce: wrapped.baseAddress!, ad: ad, tag: wrapped.baseAddress! + n + len)
+        let rc: Int32 = key.withUnsafeMutableBytes { k in
+            kek.withUnsafeBytes { kk in
+                let m = k.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                let w = wrapped.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
+                    m, nil, m, UInt64(len), w + n + len, ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
+                    w, kk.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
         }
-        return key
+        guard rc == 0 else {
+            throw CryptoError(.authenticationFailed, "key unwrap failed: wrong key, wrong context, or altered wrapped key")
+        }
+        return key  // (on the failure path above, `key` is dropped and sodium_free zeroes it)
+    }
+
+    private static let nonceSize = AEADCipher.xchacha20poly1305.nonceSize
+
+    private static func checkKEK(_ kek: borrowing SecretBytes) throws(CryptoError) {
+        try Sodium.ensureReady()
+        guard kek.count == AEADCipher.keySize else { throw CryptoError(.invalidLength, "a key-encryption key must be 32 bytes, got \(kek.count)") }
     }
 }

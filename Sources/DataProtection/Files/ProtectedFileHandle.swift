@@ -1,0 +1,371 @@
+import ProtectionCrypto
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An open protected file: random-access reads and writes of its plaintext.
+///
+/// Every read is authenticated chunk by chunk; every write re-seals the
+/// chunks it touches with fresh random nonces and writes them before it
+/// returns (no write-back cache: a returned `write` is in the page cache, and
+/// `sync()` makes it durable). Memory stays O(chunks per batch) whatever the
+/// file size. Calls on one handle are serialised; a handle may be shared
+/// between threads.
+public final class ProtectedFileHandle: Sendable {
+    /// The path the handle was opened with.
+    public let path: String
+    /// The file's protection class.
+    public let protectionClass: ProtectionClass
+    /// The file's cipher.
+    public let cipher: AEADCipher
+    /// Plaintext bytes per chunk.
+    public var chunkSize: Int { layout.chunkSize }
+
+    let header: FileHeader
+    let layout: ChunkLayout
+    let writable: Bool
+    let io: any FileIO
+    private let state: Mutex<State>
+
+    struct State: ~Copyable, @unchecked Sendable {  // only touched under `state`'s lock
+        var fd: Int32
+        var size: Int64
+        var sealer: ChunkSealer?  // nil once closed or revoked
+        var revokedBy: ProtectionError?
+        let staging: UnsafeMutableRawBufferPointer
+
+        deinit { staging.deallocate() }
+    }
+
+    /// Chunks sealed or opened per system call.
+    static func batchChunks(chunkSize: Int) -> Int { max(1, (1 << 20) / chunkSize) }
+
+    init(path: String, fd: Int32, header: FileHeader, keys: FileKeys, plaintextSize: Int64, writable: Bool, io: any FileIO) {
+        self.path = path
+        self.protectionClass = header.protectionClass
+        self.cipher = header.cipher
+        self.header = header
+        self.layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: header.chunkSize, overhead: header.cipher.overhead)
+        self.writable = writable
+        self.io = io
+        let staging = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: Self.batchChunks(chunkSize: header.chunkSize) * layout.stride, alignment: 64)
+        self.state = Mutex(State(
+            fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, staging: staging))
+    }
+
+    deinit {
+        state.withLock { st in
+            if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
+        }
+    }
+
+    // MARK: - Public API
+
+    /// The plaintext size in bytes.
+    public var size: Int64 {
+        get throws(ProtectionError) { try state.withLock { (st) throws(ProtectionError) in _ = try live(&st, "read the size of"); return st.size } }
+    }
+
+    /// Reads up to `count` bytes at `offset`; fewer only at end of file.
+    /// - Throws: `.authenticationFailed` if any chunk read does not authenticate
+    ///   (no byte of it is returned); `.locked` once the class key was withdrawn.
+    public func read(at offset: Int64, count: Int) throws(ProtectionError) -> [UInt8] {
+        guard count >= 0 else { throw invalid("a negative count") }
+        var out = [UInt8](repeating: 0, count: count)
+        let r: Result<Int, ProtectionError> = out.withUnsafeMutableBytes { b in
+            do throws(ProtectionError) { return .success(try read(into: b, at: offset)) } catch { return .failure(error) }
+        }
+        out.removeSubrange(try r.get()...)
+        return out
+    }
+
+    /// Reads into `buffer` from `offset`; returns the number of bytes read (less than
+    /// `buffer.count` only at end of file).
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(ProtectionError) -> Int {
+        guard offset >= 0 else { throw invalid("a negative offset") }
+        return try state.withLock { (st) throws(ProtectionError) -> Int in
+            let sealer = try live(&st, "read")
+            let end = min(offset + Int64(buffer.count), st.size)
+            guard end > offset else { return 0 }
+            try readRange(&st, sealer, from: offset, to: end, into: buffer.baseAddress!)
+            return Int(end - offset)
+        }
+    }
+
+    /// Writes `bytes` at `offset`, extending the file (with zeros in any gap) if needed.
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(ProtectionError) {
+        guard offset >= 0 else { throw invalid("a negative offset") }
+        guard bytes.count > 0 else { return }
+        try state.withLock { (st) throws(ProtectionError) in
+            let sealer = try live(&st, "write")
+            guard writable else { throw ProtectionError(.badHandle, "unable to write '\(path)': the handle was opened read-only; open it for writing", path: path) }
+            try writeRange(&st, sealer, bytes.baseAddress!, count: bytes.count, at: offset)
+        }
+    }
+
+    /// Writes `bytes` at `offset` (see `write(_:at:)`).
+    public func write(_ bytes: [UInt8], at offset: Int64) throws(ProtectionError) {
+        try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try write(b, at: offset) }
+    }
+
+    /// Appends `bytes` at the end of the file.
+    public func append(_ bytes: [UInt8]) throws(ProtectionError) {
+        try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try append(b) }
+    }
+
+    /// Appends `bytes` at the end of the file (atomically with respect to other calls on this handle).
+    public func append(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) {
+        guard bytes.count > 0 else { return }
+        try state.withLock { (st) throws(ProtectionError) in
+            let sealer = try live(&st, "append to")
+            guard writable else { throw ProtectionError(.badHandle, "unable to append to '\(path)': the handle was opened read-only", path: path) }
+            try writeRange(&st, sealer, bytes.baseAddress!, count: bytes.count, at: st.size)
+        }
+    }
+
+    /// Sets the plaintext size: cuts the end off, or extends with zeros.
+    public func truncate(to newSize: Int64) throws(ProtectionError) {
+        guard newSize >= 0 else { throw invalid("a negative size") }
+        try state.withLock { (st) throws(ProtectionError) in
+            let sealer = try live(&st, "truncate")
+            guard writable else { throw ProtectionError(.badHandle, "unable to truncate '\(path)': the handle was opened read-only", path: path) }
+            if newSize > st.size {
+                try writeRange(&st, sealer, nil, count: Int(newSize - st.size), at: st.size)
+            } else if newSize < st.size {
+                try shrink(&st, sealer, to: newSize)
+            }
+        }
+    }
+
+    /// Makes every completed write durable (`fsync`).
+    public func sync() throws(ProtectionError) {
+        try state.withLock { (st) throws(ProtectionError) in
+            _ = try live(&st, "sync")
+            do throws(SystemError) { try io.fsync(st.fd) } catch { throw .errno(error.errno, "sync", path) }
+        }
+    }
+
+    /// Closes the file and wipes its keys; later calls fail with `.badHandle`.
+    public func close() {
+        state.withLock { st in
+            if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
+            st.sealer = nil
+        }
+    }
+
+    /// Withdraws the handle's keys (the domain locked): later calls throw `error`.
+    ///
+    /// The descriptor stays open so `close()` behaves as usual; the keys are
+    /// dropped here, under the handle's lock, so no operation is half done.
+    func revoke(_ error: ProtectionError) {
+        state.withLock { st in
+            st.sealer = nil
+            st.revokedBy = error
+        }
+    }
+
+    /// Writes the single empty last chunk of a new file.
+    func writeEmptyChunk() throws(ProtectionError) {
+        try state.withLock { (st) throws(ProtectionError) in
+            let sealer = try live(&st, "create")
+            let slot = st.staging.baseAddress!
+            do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
+                throw ProtectionError(.io(EIO), "unable to create '\(path)': \(error.message)", path: path, underlying: error)
+            }
+            sealer.seal(slot, count: 0, intoSlot: slot, index: 0, last: true)
+            do throws(SystemError) {
+                try io.writeFully(st.fd, from: UnsafeRawBufferPointer(start: slot, count: layout.overhead), at: layout.offset(ofChunk: 0))
+            } catch { throw ioError(error, "create") }
+        }
+    }
+
+    /// Authenticates the last chunk, so the size derived from the file size can be trusted.
+    func verifyLastChunk() throws(ProtectionError) {
+        try state.withLock { (st) throws(ProtectionError) in
+            let sealer = try live(&st, "open")
+            let last = layout.chunkCount(forPlaintextSize: st.size) - 1
+            _ = try loadChunk(&st, sealer, last, size: st.size, slot: st.staging.baseAddress!)
+        }
+    }
+
+    // MARK: - Internals (called with the state lock held)
+
+    private func live(_ st: inout State, _ action: String) throws(ProtectionError) -> ChunkSealer {
+        if let s = st.sealer { return s }
+        if let e = st.revokedBy { throw e.about(path, action) }
+        throw ProtectionError(.badHandle, "unable to \(action) '\(path)': the handle is closed; open the file again", path: path)
+    }
+
+    private func invalid(_ what: String) -> ProtectionError {
+        ProtectionError(.invalidArgument, "invalid request on '\(path)': \(what)", path: path)
+    }
+
+    private func authFailure(_ e: CryptoError, chunk: Int64) -> ProtectionError {
+        ProtectionError(
+            .authenticationFailed,
+            "unable to read '\(path)': chunk \(chunk) failed authentication; the file was modified, truncated or damaged; restore it from a backup",
+            path: path, underlying: e)
+    }
+
+    private func ioError(_ e: SystemError, _ action: String) -> ProtectionError { .errno(e.errno, action, path) }
+
+    /// Disk bytes of chunks `first..<first+n` in a file of `size` plaintext bytes.
+    private func diskLength(first: Int64, n: Int, size: Int64) -> Int {
+        var total = 0
+        for j in first..<(first + Int64(n)) { total += layout.plaintextLength(ofChunk: j, plaintextSize: size) + layout.overhead }
+        return total
+    }
+
+    /// Reads and opens chunks covering plaintext `[from, to)` into `out` (which receives `to - from` bytes).
+    private func readRange(_ st: inout State, _ sealer: ChunkSealer, from: Int64, to: Int64, into out: UnsafeMutableRawPointer) throws(ProtectionError) {
+        let cs = Int64(layout.chunkSize)
+        let lastOfFile = layout.chunkCount(forPlaintextSize: st.size) - 1
+        let batch = Self.batchChunks(chunkSize: layout.chunkSize)
+        var i = layout.chunkIndex(containing: from)
+        let lastWanted = layout.chunkIndex(containing: to - 1)
+        let staging = st.staging.baseAddress!
+        while i <= lastWanted {
+            let n = Int(min(Int64(batch), lastWanted - i + 1))
+            let len = diskLength(first: i, n: n, size: st.size)
+            let got: Int
+            do throws(SystemError) {
+                got = try io.readFully(st.fd, into: UnsafeMutableRawBufferPointer(start: staging, count: len), at: layout.offset(ofChunk: i))
+            } catch { throw ioError(error, "read") }
+            guard got == len else {
+                throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks (truncated while open?); restore it from a backup", path: path)
+            }
+            var pos = 0
+            for j in i..<(i + Int64(n)) {
+                let plen = layout.plaintextLength(ofChunk: j, plaintextSize: st.size)
+                let slot = staging + pos
+                let cStart = j * cs
+                let wantFrom = max(from, cStart), wantTo = min(to, cStart + Int64(plen))
+                do throws(CryptoError) {
+                    if wantFrom == cStart && wantTo == cStart + Int64(plen) {
+                        try sealer.open(slot: slot, count: plen, into: out + Int(cStart - from), index: j, last: j == lastOfFile)
+                    } else {
+                        let plain = slot + sealer.nonceSize
+                        try sealer.open(slot: slot, count: plen, into: plain, index: j, last: j == lastOfFile)
+                        (out + Int(wantFrom - from)).copyMemory(from: plain + Int(wantFrom - cStart), byteCount: Int(wantTo - wantFrom))
+                    }
+                } catch { throw authFailure(error, chunk: j) }
+                pos += plen + layout.overhead
+            }
+            i += Int64(n)
+        }
+    }
+
+    /// Reads and opens chunk `j` (of a file of `size` bytes) into its staging slot; returns the plaintext pointer.
+    private func loadChunk(_ st: inout State, _ sealer: ChunkSealer, _ j: Int64, size: Int64, slot: UnsafeMutableRawPointer) throws(ProtectionError) -> UnsafeMutableRawPointer {
+        let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
+        let len = plen + layout.overhead
+        let got: Int
+        do throws(SystemError) {
+            got = try io.readFully(st.fd, into: UnsafeMutableRawBufferPointer(start: slot, count: len), at: layout.offset(ofChunk: j))
+        } catch { throw ioError(error, "read") }
+        guard got == len else {
+            throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks; restore it from a backup", path: path)
+        }
+        let plain = slot + sealer.nonceSize
+        do throws(CryptoError) {
+            try sealer.open(slot: slot, count: plen, into: plain, index: j, last: j == layout.chunkCount(forPlaintextSize: size) - 1)
+        } catch { throw authFailure(error, chunk: j) }
+        return plain
+    }
+
+    /// Writes `count` bytes from `src` (zeros when nil) at plaintext `offset`, re-sealing every touched chunk.
+    private func writeRange(_ st: inout State, _ sealer: ChunkSealer, _ src: UnsafeRawPointer?, count: Int, at offset: Int64) throws(ProtectionError) {
+        let oldSize = st.size
+        let end = offset + Int64(count)
+        guard end <= ChunkLayout.maxPlaintextSize else {
+            throw ProtectionError(.fileTooLarge, "unable to write '\(path)': a protected file holds at most 256 TiB", path: path)
+        }
+        let newSize = max(oldSize, end)
+        let cs = Int64(layout.chunkSize)
+        let oldLast = layout.chunkCount(forPlaintextSize: oldSize) - 1
+        let newLast = layout.chunkCount(forPlaintextSize: newSize) - 1
+        // Chunks from the old last one (its flag or length changes) or the first written, whichever is lower.
+        var i = layout.chunkIndex(containing: min(offset, oldSize))
+        if newSize > oldSize { i = min(i, oldLast) }
+        let lastTouched = layout.chunkIndex(containing: end - 1)
+        let batch = Self.batchChunks(chunkSize: layout.chunkSize)
+        let staging = st.staging.baseAddress!
+        let stride = layout.stride, nonce = sealer.nonceSize
+        while i <= lastTouched {
+            let n = Int(min(Int64(batch), lastTouched - i + 1))
+            // Pass 1: put each chunk's new plaintext in its slot, unless it comes whole from `src`.
+            var pos = 0
+            for j in i..<(i + Int64(n)) {
+                let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
+                if !(c.whole && src != nil) {
+                    let plain = staging + pos + nonce
+                    var keep = 0
+                    if c.needsOld {
+                        _ = try loadChunk(&st, sealer, j, size: oldSize, slot: staging + pos)
+                        keep = layout.plaintextLength(ofChunk: j, plaintextSize: oldSize)
+                    }
+                    if keep < c.length { (plain + keep).initializeMemory(as: UInt8.self, repeating: 0, count: c.length - keep) }
+                    if c.writeTo > c.writeFrom, let src {
+                        (plain + Int(c.writeFrom - j * cs)).copyMemory(from: src + Int(c.writeFrom - offset), byteCount: Int(c.writeTo - c.writeFrom))
+                    }
+                }
+                pos += c.length + layout.overhead
+            }
+            // Pass 2: nonces for the whole batch in one CSPRNG call, then seal every chunk.
+            do throws(CryptoError) { try sealer.fillNonces(staging, count: n, stride: stride) } catch {
+                throw ProtectionError(.io(EIO), "unable to write '\(path)': \(error.message)", path: path, underlying: error)
+            }
+            pos = 0
+            for j in i..<(i + Int64(n)) {
+                let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
+                let slot = staging + pos
+                let from = (c.whole && src != nil) ? UnsafeRawPointer(src! + Int(j * cs - offset)) : UnsafeRawPointer(slot + nonce)
+                sealer.seal(from, count: c.length, intoSlot: slot, index: j, last: j == newLast)
+                pos += c.length + layout.overhead
+            }
+            do throws(SystemError) {
+                try io.writeFully(st.fd, from: UnsafeRawBufferPointer(start: staging, count: pos), at: layout.offset(ofChunk: i))
+            } catch { throw ioError(error, "write") }
+            i += Int64(n)
+        }
+        st.size = newSize
+    }
+
+    /// What a write of plaintext `[offset, end)` does to chunk `j`.
+    private struct ChunkPlan {
+        var length: Int  // plaintext bytes after the write
+        var needsOld: Bool  // some old bytes survive: read and open the old chunk first
+        var whole: Bool  // every byte comes from the write
+        var writeFrom: Int64, writeTo: Int64  // the written part, in file plaintext offsets
+    }
+
+    @inline(__always)
+    private func plan(_ j: Int64, oldSize: Int64, oldLast: Int64, newSize: Int64, offset: Int64, end: Int64) -> ChunkPlan {
+        let rs = j * Int64(layout.chunkSize)
+        let length = layout.plaintextLength(ofChunk: j, plaintextSize: newSize)
+        let re = rs + Int64(length)
+        let needsOld = rs < oldSize && j <= oldLast && (rs < offset || (re > end && end < oldSize))
+        let wFrom = max(rs, offset), wTo = min(re, end)
+        return ChunkPlan(length: length, needsOld: needsOld, whole: !needsOld && wFrom == rs && wTo == re, writeFrom: wFrom, writeTo: max(wFrom, wTo))
+    }
+
+    /// Cuts the file to `newSize` (< current size): re-seals the new last chunk, then drops the rest.
+    private func shrink(_ st: inout State, _ sealer: ChunkSealer, to newSize: Int64) throws(ProtectionError) {
+        let last = layout.chunkCount(forPlaintextSize: newSize) - 1
+        let slot = st.staging.baseAddress!
+        let plain = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
+        let newLen = layout.plaintextLength(ofChunk: last, plaintextSize: newSize)
+        do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
+            throw ProtectionError(.io(EIO), "unable to truncate '\(path)': \(error.message)", path: path, underlying: error)
+        }
+        sealer.seal(plain, count: newLen, intoSlot: slot, index: last, last: true)
+        do throws(SystemError) {
+            try io.ftruncate(st.fd, to: layout.fileSize(forPlaintextSize: newSize))
+            try io.writeFully(st.fd, from: UnsafeRawBufferPointer(start: slot, count: newLen + layout.overhead), at: layout.offset(ofChunk: last))
+        } catch { throw ioError(error, "truncate") }
+        st.size = newSize
+    }
+}

@@ -1,0 +1,285 @@
+import ProtectionCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Settings for new protected files.
+public struct ProtectedFileOptions: Sendable, Equatable {
+    /// Cipher for new files. Default: AES-256-GCM where the CPU supports it, else XChaCha20-Poly1305.
+    public var cipher: AEADCipher
+    /// Plaintext bytes per chunk: a power of two from 4 KiB to 16 MiB. Default 16 KiB (FORMAT.md §6).
+    public var chunkSize: Int
+
+    public static let defaultChunkSize = 16 * 1024
+
+    public init(cipher: AEADCipher = .preferred, chunkSize: Int = ProtectedFileOptions.defaultChunkSize) {
+        self.cipher = cipher
+        self.chunkSize = chunkSize
+    }
+
+    var chunkShift: UInt8? {
+        guard chunkSize > 0, chunkSize & (chunkSize - 1) == 0 else { return nil }
+        let shift = UInt8(chunkSize.trailingZeroBitCount)
+        return (FileHeader.minChunkShift...FileHeader.maxChunkShift).contains(shift) ? shift : nil
+    }
+}
+
+/// What a protected file's header says, readable without any key.
+public struct ProtectedFileInfo: Sendable, Equatable {
+    public let protectionClass: ProtectionClass
+    public let cipher: AEADCipher
+    public let chunkSize: Int
+    /// Plaintext size implied by the file size (authenticated only when the file is opened).
+    public let plaintextSize: Int64
+    /// The class-key generation the per-file key is wrapped with.
+    public let classKeyGeneration: UInt32
+}
+
+/// Creates, opens, reads and atomically writes protected files.
+///
+/// The main path: make a per-file key, wrap it with the class key through
+/// the `ClassKeyProvider`, write the authenticated header, then stream the
+/// plaintext through the chunk sealer. All file I/O goes through `io`.
+public final class ProtectedFiles: Sendable {
+    public let keys: any ClassKeyProvider
+    public let options: ProtectedFileOptions
+    let io: any FileIO
+
+    /// - Parameters:
+    ///   - keys: where class keys come from (the keybag, or `InMemoryClassKeys`).
+    ///   - options: cipher and chunk size for new files.
+    ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
+    public init(keys: any ClassKeyProvider, options: ProtectedFileOptions = .init(), io: any FileIO = SystemFileIO()) {
+        self.keys = keys
+        self.options = options
+        self.io = io
+    }
+
+    // MARK: Whole files
+
+    /// Atomically replaces `path` with a protected file holding `bytes`.
+    ///
+    /// Writes a temporary file beside `path`, fsyncs it, renames it over `path`
+    /// and fsyncs the directory: readers see the old file or the new one, never
+    /// a mix, and after a crash one of the two is there.
+    /// - Throws: `.locked` if `protection`'s key cannot wrap; `.io` for file-system
+    ///   failures (the temporary file is removed and `path` is untouched).
+    public func write(_ bytes: UnsafeRawBufferPointer, to path: String, protection: ProtectionClass) throws(ProtectionError) {
+        try replace(path, protection: protection) { (h) throws(ProtectionError) in try h.write(bytes, at: 0) }
+    }
+
+    /// Atomically replaces `path` with a protected file holding `bytes`.
+    public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass) throws(ProtectionError) {
+        try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try write(b, to: path, protection: protection) }
+    }
+
+    /// Atomically replaces `path` with a protected copy of everything readable from `source`
+    /// (a file descriptor: a plain file, a pipe, standard input), in O(chunk) memory.
+    public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass) throws(ProtectionError) {
+        try replace(path, protection: protection) { (h) throws(ProtectionError) in
+            let cap = ProtectedFileHandle.batchChunks(chunkSize: h.chunkSize) * h.chunkSize
+            let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64)
+            defer { buf.deallocate() }
+            var offset: Int64 = 0
+            while true {
+                var filled = 0
+                while filled < cap {  // fill whole batches so appends stay chunk-aligned
+                    let n = Glibc.read(source, buf.baseAddress! + filled, cap - filled)
+                    if n < 0 && errno == EINTR { continue }
+                    if n < 0 { throw ProtectionError.errno(errno, "read the input for", path) }
+                    if n == 0 { break }
+                    filled += n
+                }
+                if filled == 0 { break }
+                try h.write(UnsafeRawBufferPointer(start: buf.baseAddress, count: filled), at: offset)
+                offset += Int64(filled)
+                if filled < cap { break }
+            }
+        }
+    }
+
+    /// Reads the whole plaintext of `path`.
+    /// - Throws: `.locked`, `.authenticationFailed`, `.notProtected`, `.notFound`, `.io`.
+    public func read(_ path: String) throws(ProtectionError) -> [UInt8] {
+        let h = try open(path)
+        defer { h.close() }
+        let size = try h.size
+        guard size <= Int64(Int.max) else { throw ProtectionError(.fileTooLarge, "unable to read '\(path)' into memory: use a handle and read it in pieces", path: path) }
+        return try h.read(at: 0, count: Int(size))
+    }
+
+    /// Reads the whole plaintext of `path` and writes it to `destination` (a file descriptor), in O(chunk) memory.
+    public func read(_ path: String, into destination: Int32) throws(ProtectionError) {
+        let h = try open(path)
+        defer { h.close() }
+        let cap = ProtectedFileHandle.batchChunks(chunkSize: h.chunkSize) * h.chunkSize
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64)
+        defer { buf.deallocate() }
+        var offset: Int64 = 0
+        while true {
+            let n = try h.read(into: buf, at: offset)
+            if n == 0 { break }
+            var done = 0
+            while done < n {
+                let w = Glibc.write(destination, buf.baseAddress! + done, n - done)
+                if w < 0 && errno == EINTR { continue }
+                if w < 0 { throw ProtectionError.errno(errno, "write the output of", path) }
+                done += w
+            }
+            offset += Int64(n)
+        }
+    }
+
+    // MARK: Handles
+
+    /// Creates a new, empty protected file at `path` (which must not exist) and opens it for writing.
+    ///
+    /// Class `completeUnlessOpen` can be created while locked: its per-file key
+    /// is sealed to the class public key.
+    /// - Throws: `.alreadyExists`, `.locked`, `.invalidArgument` (bad options), `.io`.
+    public func create(_ path: String, protection: ProtectionClass) throws(ProtectionError) -> ProtectedFileHandle {
+        guard let shift = options.chunkShift else {
+            throw ProtectionError(.invalidArgument, "unable to create '\(path)': chunk size \(options.chunkSize) is not a power of two from 4 KiB to 16 MiB", path: path)
+        }
+        guard options.cipher.isAvailable else {
+            throw ProtectionError(.unsupportedCipher, "unable to create '\(path)': \(options.cipher) is not supported on this CPU; use XChaCha20-Poly1305", path: path)
+        }
+        do throws(ProtectionError) {
+            let generation = try keys.currentGeneration(of: protection)
+            let fileKey = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 32) }
+            var header = FileHeader(
+                protectionClass: protection, cipher: options.cipher, chunkShift: shift, classKeyGeneration: generation,
+                fileID: try crypto { () throws(CryptoError) in try SecureRandom.bytes(16) },
+                wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
+            let fixed = header.fixedBytes()
+            header.wrappedKey = try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) in
+                try keys.wrapFileKey(fileKey, for: protection, generation: generation, ad: ad)
+            }
+            guard header.wrappedKey.count == FileHeader.wrappedKeyLength(for: protection) else {
+                throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(protection)")
+            }
+            let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: options.cipher) }
+            header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
+            let fd: Int32
+            do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) } catch {
+                throw ProtectionError.errno(error.errno, "create", path)
+            }
+            let h = ProtectedFileHandle(path: path, fd: fd, header: header, keys: fk, plaintextSize: 0, writable: true, io: io)
+            do throws(ProtectionError) {
+                do throws(SystemError) {
+                    try header.encoded().span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
+                } catch { throw ProtectionError.errno(error.errno, "create", path) }
+                try h.writeEmptyChunk()
+            } catch {
+                h.close()
+                try? io.unlink(path)
+                throw error
+            }
+            return h
+        } catch {
+            throw error.about(path, "create")
+        }
+    }
+
+    /// Opens the protected file at `path` for reading, or for reading and writing.
+    ///
+    /// Verifies the header (key wrap and MAC) and the last chunk, so `size` is authenticated.
+    /// - Throws: `.notFound`, `.notProtected`, `.unsupportedVersion`, `.corruptHeader`,
+    ///   `.authenticationFailed`, `.locked`, `.io`.
+    public func open(_ path: String, forWriting: Bool = false) throws(ProtectionError) -> ProtectedFileHandle {
+        let fd: Int32
+        do throws(SystemError) { fd = try io.open(path, flags: forWriting ? O_RDWR : O_RDONLY, mode: 0) } catch {
+            throw ProtectionError.errno(error.errno, "open", path)
+        }
+        do throws(ProtectionError) {
+            let (header, fileSize) = try readHeader(fd, path)
+            let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: header.chunkSize, overhead: header.cipher.overhead)
+            guard let size = layout.plaintextSize(forFileSize: fileSize) else {
+                throw ProtectionError(.authenticationFailed, "its size (\(fileSize) bytes) fits no valid file: it was truncated or extended; restore it from a backup")
+            }
+            let fk = try fileKeys(for: header)
+            let h = ProtectedFileHandle(path: path, fd: fd, header: header, keys: fk, plaintextSize: size, writable: forWriting, io: io)
+            try h.verifyLastChunk()
+            return h
+        } catch {
+            io.close(fd)
+            throw error.about(path, "open")
+        }
+    }
+
+    /// The header facts of `path`, without any key.
+    public func info(_ path: String) throws(ProtectionError) -> ProtectedFileInfo {
+        let fd: Int32
+        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw ProtectionError.errno(error.errno, "inspect", path) }
+        defer { io.close(fd) }
+        do throws(ProtectionError) {
+            let (h, fileSize) = try readHeader(fd, path)
+            let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: h.chunkSize, overhead: h.cipher.overhead)
+            guard let size = layout.plaintextSize(forFileSize: fileSize) else {
+                throw ProtectionError(.authenticationFailed, "its size (\(fileSize) bytes) fits no valid file: it was truncated or extended; restore it from a backup")
+            }
+            return ProtectedFileInfo(protectionClass: h.protectionClass, cipher: h.cipher, chunkSize: h.chunkSize, plaintextSize: size, classKeyGeneration: h.classKeyGeneration)
+        } catch { throw error.about(path, "inspect") }
+    }
+
+    // MARK: Internals
+
+    /// Unwraps the per-file key of `header`, derives its keys and checks the header MAC.
+    func fileKeys(for header: FileHeader) throws(ProtectionError) -> FileKeys {
+        let fixed = header.fixedBytes()
+        let fileKey = try header.wrappedKey.span.bytes.withUnsafeBytes { (w) throws(ProtectionError) -> SecretBytes in
+            try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) -> SecretBytes in
+                try keys.unwrapFileKey(w, for: header.protectionClass, generation: header.classKeyGeneration, ad: ad)
+            }
+        }
+        let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
+        let mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
+        let ok = mac.withUnsafeBytes { a in header.mac.withUnsafeBytes { GenericHash.equal(a, $0) } }
+        guard ok else {
+            throw ProtectionError(.authenticationFailed, "the header failed authentication; it was altered; restore the file from a backup")
+        }
+        return fk
+    }
+
+    func readHeader(_ fd: Int32, _ path: String) throws(ProtectionError) -> (FileHeader, Int64) {
+        var bytes = [UInt8](repeating: 0, count: FileHeader.size)
+        let got: Int, size: Int64
+        do throws(SystemError) {
+            let r: Result<Int, SystemError> = bytes.withUnsafeMutableBytes { b in
+                do throws(SystemError) { return .success(try io.readFully(fd, into: b, at: 0)) } catch { return .failure(error) }
+            }
+            got = try r.get()
+            size = try io.size(fd)
+        } catch { throw ProtectionError.errno(error.errno, "read", path) }
+        return (try FileHeader.parse(Array(bytes[0..<got])), size)
+    }
+
+    /// Writes a new protected file to a temporary name beside `path`, then renames it over `path`.
+    func replace(_ path: String, protection: ProtectionClass, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
+        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
+        let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
+        let h = try create(tmp, protection: protection)
+        do throws(ProtectionError) {
+            try fill(h)
+            try h.sync()
+            h.close()
+            do throws(SystemError) {
+                try io.rename(tmp, to: path)
+                try io.syncDirectory(of: path)
+            } catch { throw ProtectionError.errno(error.errno, "replace", path) }
+        } catch {
+            h.close()
+            try? io.unlink(tmp)
+            throw error.about(path, "write")
+        }
+    }
+}
+
+/// Runs a crypto step, turning its failure into a `ProtectionError`.
+@inline(__always)
+func crypto<R: ~Copyable>(_ body: () throws(CryptoError) -> R) throws(ProtectionError) -> R {
+    do { return try body() } catch {
+        throw ProtectionError(error.code == .outOfMemory ? .io(ENOMEM) : .io(EIO), error.message, underlying: error)
+    }
+}

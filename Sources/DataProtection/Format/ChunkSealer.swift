@@ -1,0 +1,57 @@
+import ProtectionCrypto
+
+/// Seals and opens the chunks of one protected file (FORMAT.md §4).
+///
+/// A chunk on disk is `nonce ‖ ciphertext ‖ tag`. Its associated data is
+/// `fileID (16) ‖ chunk index (u64, big-endian) ‖ last-chunk flag (1 byte)`,
+/// so a chunk cannot be moved to another file or index, and truncation or
+/// extension changes which chunk must carry the flag.
+struct ChunkSealer: Sendable {
+    let fileID: [UInt8]
+    let keys: FileKeys
+    var cipher: AEADCipher { keys.content.cipher }
+    var nonceSize: Int { keys.content.cipher.nonceSize }
+    static let adSize = 25
+
+    /// Builds the associated data for chunk `index` into `ad` (25 bytes).
+    @inline(__always)
+    func fillAD(_ ad: UnsafeMutableRawBufferPointer, index: Int64, last: Bool) {
+        fileID.withUnsafeBytes { ad.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: 16) }
+        var be = UInt64(index).bigEndian
+        withUnsafeBytes(of: &be) { (ad.baseAddress! + 16).copyMemory(from: $0.baseAddress!, byteCount: 8) }
+        ad[24] = last ? 1 : 0
+    }
+
+    /// Seals `count` plaintext bytes from `plaintext` into the chunk slot at `slot`
+    /// (`nonce ‖ ciphertext ‖ tag`); the nonce must already be in the slot's first bytes.
+    @inline(__always)
+    func seal(_ plaintext: UnsafeRawPointer, count: Int, intoSlot slot: UnsafeMutableRawPointer, index: Int64, last: Bool) {
+        withUnsafeTemporaryAllocation(byteCount: Self.adSize, alignment: 8) { ad in
+            fillAD(ad, index: index, last: last)
+            keys.content.seal(
+                plaintext, count: count, into: slot + nonceSize, nonce: slot, ad: UnsafeRawBufferPointer(ad),
+                tag: slot + nonceSize + count)
+        }
+    }
+
+    /// Opens the chunk in `slot` holding `count` plaintext bytes into `output` (may be `slot + nonceSize`).
+    /// - Throws: `CryptoError.authenticationFailed`; `output` is zeroed then.
+    @inline(__always)
+    func open(slot: UnsafeRawPointer, count: Int, into output: UnsafeMutableRawPointer, index: Int64, last: Bool) throws(CryptoError) {
+        try withUnsafeTemporaryAllocation(byteCount: Self.adSize, alignment: 8) { (ad) throws(CryptoError) in
+            fillAD(ad, index: index, last: last)
+            try keys.content.open(
+                slot + nonceSize, count: count, into: output, nonce: slot, ad: UnsafeRawBufferPointer(ad),
+                tag: slot + nonceSize + count)
+        }
+    }
+
+    /// Fills the nonce of each of `count` slots spaced `stride` apart, with one call to the CSPRNG.
+    func fillNonces(_ base: UnsafeMutableRawPointer, count: Int, stride: Int) throws(CryptoError) {
+        let n = nonceSize
+        try withUnsafeTemporaryAllocation(byteCount: n * count, alignment: 8) { (buf) throws(CryptoError) in
+            try SecureRandom.fill(buf)
+            for i in 0..<count { (base + i * stride).copyMemory(from: buf.baseAddress! + i * n, byteCount: n) }
+        }
+    }
+}

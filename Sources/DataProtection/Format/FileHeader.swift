@@ -1,0 +1,114 @@
+import ProtectionCrypto
+
+/// The fixed-size header of a protected file, format v1 (see FORMAT.md §3).
+///
+/// Encoding and parsing here are pure: no I/O and no keys. Authentication of
+/// the header happens in `FileKeys` (the key wrap binds the fixed fields; the
+/// header MAC binds every byte).
+struct FileHeader: Equatable, Sendable {
+    static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x46, 0x0D, 0x0A, 0x1A, 0x0A]  // "\x89DPF\r\n\x1a\n"
+    static let version: UInt8 = 1
+    /// Bytes 0..<40: the fixed fields, also the associated data of the key wrap.
+    static let fixedSize = 40
+    /// Room for the wrapped per-file key: the largest wrapping (class B's sealing).
+    static let wrappedKeySlot = KeySealing.overhead + 32  // 104
+    static let macSize = 32
+    /// Total header size in v1, for every class.
+    static let size = fixedSize + wrappedKeySlot + macSize  // 176
+    static let minChunkShift: UInt8 = 12
+    static let maxChunkShift: UInt8 = 24
+    /// Feature flags this implementation understands (none in v1).
+    static let knownFlags: UInt32 = 0
+
+    var protectionClass: ProtectionClass
+    var cipher: AEADCipher
+    var chunkShift: UInt8
+    var flags: UInt32 = 0
+    var classKeyGeneration: UInt32
+    var fileID: [UInt8]  // 16 random bytes
+    var wrappedKey: [UInt8]  // KeyWrap (A, C, D) or KeySealing (B) output
+    var mac: [UInt8] = [UInt8](repeating: 0, count: macSize)
+
+    var chunkSize: Int { 1 << Int(chunkShift) }
+
+    /// The expected wrapped-key length for a class.
+    static func wrappedKeyLength(for c: ProtectionClass) -> Int {
+        c.usesPublicKeySealing ? KeySealing.overhead + 32 : KeyWrap.overhead + 32
+    }
+
+    /// Bytes 0..<40: magic, version, class, cipher, chunk shift, flags, header size,
+    /// wrapped-key length, class-key generation, file identifier.
+    func fixedBytes() -> [UInt8] {
+        var b = [UInt8](); b.reserveCapacity(Self.fixedSize)
+        b += Self.magic
+        b += [Self.version, protectionClass.rawValue, cipher.rawValue, chunkShift]
+        b.appendBE(flags)
+        b.appendBE(UInt16(Self.size))
+        b.appendBE(UInt16(wrappedKey.count))
+        b.appendBE(classKeyGeneration)
+        b += fileID
+        return b
+    }
+
+    /// Bytes 0..<144: what the header MAC covers (fixed fields and the zero-padded key slot).
+    func authenticatedBytes() -> [UInt8] {
+        var b = fixedBytes()
+        b += wrappedKey
+        b += [UInt8](repeating: 0, count: Self.wrappedKeySlot - wrappedKey.count)
+        return b
+    }
+
+    /// The full 176-byte encoding.
+    func encoded() -> [UInt8] { authenticatedBytes() + mac }
+
+    /// Parses and validates the structure of `bytes` (at least `FileHeader.size` bytes).
+    ///
+    /// Checks everything that can be checked without a key; the caller must
+    /// still verify the key wrap and the MAC.
+    /// - Throws: `.notProtected` (magic), `.unsupportedVersion`, `.unsupportedFeature`,
+    ///   `.corruptHeader` (any field out of range); messages name no file (the caller adds it).
+    static func parse(_ bytes: [UInt8]) throws(ProtectionError) -> FileHeader {
+        guard bytes.count >= 8, Array(bytes[0..<8]) == magic else {
+            throw ProtectionError(.notProtected, "it is not a protected file (no protected-file magic); protect it with `dpctl protect`")
+        }
+        guard bytes.count >= fixedSize else { throw ProtectionError(.corruptHeader, "the header is truncated (\(bytes.count) of \(size) bytes); restore the file from a backup") }
+        guard bytes[8] == version else {
+            throw ProtectionError(.unsupportedVersion, "the file uses format version \(bytes[8]); this library reads version \(version); upgrade swift-data-protection")
+        }
+        guard bytes.count >= size else { throw ProtectionError(.corruptHeader, "the header is truncated (\(bytes.count) of \(size) bytes); restore the file from a backup") }
+        let flags = bytes.readBE(UInt32.self, at: 12)
+        guard flags & ~knownFlags == 0 else {
+            throw ProtectionError(.unsupportedFeature, "the file uses feature flags 0x\(String(flags, radix: 16)) unknown to this version; upgrade swift-data-protection")
+        }
+        guard let cls = ProtectionClass(rawValue: bytes[9]) else { throw corrupt("unknown protection class \(bytes[9])") }
+        guard let cipher = AEADCipher(rawValue: bytes[10]) else { throw corrupt("unknown cipher \(bytes[10])") }
+        let shift = bytes[11]
+        guard (minChunkShift...maxChunkShift).contains(shift) else { throw corrupt("chunk size 2^\(shift) out of range") }
+        guard bytes.readBE(UInt16.self, at: 16) == UInt16(size) else { throw corrupt("header size field is not \(size)") }
+        let wlen = Int(bytes.readBE(UInt16.self, at: 18))
+        guard wlen == wrappedKeyLength(for: cls) else { throw corrupt("wrapped key length \(wlen) does not match class \(cls)") }
+        let slotEnd = fixedSize + wrappedKeySlot
+        guard bytes[(fixedSize + wlen)..<slotEnd].allSatisfy({ $0 == 0 }) else { throw corrupt("key slot padding is not zero") }
+        return FileHeader(
+            protectionClass: cls, cipher: cipher, chunkShift: shift, flags: flags,
+            classKeyGeneration: bytes.readBE(UInt32.self, at: 20),
+            fileID: Array(bytes[24..<40]), wrappedKey: Array(bytes[fixedSize..<(fixedSize + wlen)]),
+            mac: Array(bytes[slotEnd..<size]))
+    }
+
+    private static func corrupt(_ what: String) -> ProtectionError {
+        ProtectionError(.corruptHeader, "the header is corrupt (\(what)); restore the file from a backup")
+    }
+}
+
+extension Array where Element == UInt8 {
+    mutating func appendBE<T: FixedWidthInteger>(_ v: T) {
+        Swift.withUnsafeBytes(of: v.bigEndian) { append(contentsOf: $0) }
+    }
+
+    func readBE<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+        var v: T = 0
+        for i in 0..<MemoryLayout<T>.size { v = v << 8 | T(self[offset + i]) }
+        return v
+    }
+}

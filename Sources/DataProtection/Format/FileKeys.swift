@@ -1,0 +1,26 @@
+import ProtectionCrypto
+
+/// The keys one open protected file uses, derived from its per-file key (FORMAT.md §3.3).
+///
+/// `content` seals chunks; `mac` authenticates the header. The per-file key
+/// itself is not kept: it is unwrapped again when it must be rewrapped.
+/// Dropping the last reference zeroes everything (the storage is `SecretBytes`).
+final class FileKeys: Sendable {
+    let content: AEADKey
+    let mac: SecretBytes
+
+    static let contentContext: StaticString = "dpfchunk"
+    static let headerContext: StaticString = "dpfheadr"
+
+    init(fileKey: borrowing SecretBytes, cipher: AEADCipher) throws(CryptoError) {
+        let ck = try KeyDerivation.subkey(of: fileKey, context: Self.contentContext, id: 1)
+        content = try AEADKey(cipher, key: ck)
+        mac = try KeyDerivation.subkey(of: fileKey, context: Self.headerContext, id: 1)
+    }
+
+    /// The header MAC over the authenticated header bytes.
+    func headerMAC(_ header: FileHeader) throws(CryptoError) -> [UInt8] {
+        let bytes = header.authenticatedBytes()
+        return try bytes.span.bytes.withUnsafeBytes { (b) throws(CryptoError) in try GenericHash.mac(key: mac, b) }
+    }
+}

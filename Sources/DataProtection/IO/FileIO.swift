@@ -1,0 +1,133 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The file-system calls the protected-file layer makes, as a seam.
+///
+/// `SystemFileIO` is the real thing. Tests substitute an implementation that
+/// fails the Nth call (EIO, ENOSPC, EINTR, short writes) or drops unsynced
+/// writes to simulate power loss. Methods mirror the system calls: they
+/// throw the raw errno (`SystemError`), and may transfer fewer bytes than
+/// asked; callers loop and attach the file name.
+public protocol FileIO: Sendable {
+    /// `open(2)`; returns the descriptor.
+    func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32
+    /// `close(2)`; never retried.
+    func close(_ fd: Int32)
+    /// `pread(2)`: may return fewer bytes than asked; 0 at end of file.
+    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int
+    /// `pwrite(2)`: may write fewer bytes than asked.
+    func pwrite(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) -> Int
+    /// `fsync(2)`.
+    func fsync(_ fd: Int32) throws(SystemError)
+    /// `ftruncate(2)`.
+    func ftruncate(_ fd: Int32, to size: Int64) throws(SystemError)
+    /// `fstat(2)`'s `st_size`.
+    func size(_ fd: Int32) throws(SystemError) -> Int64
+    /// `rename(2)`.
+    func rename(_ from: String, to: String) throws(SystemError)
+    /// `unlink(2)`.
+    func unlink(_ path: String) throws(SystemError)
+}
+
+/// An errno from a system call.
+public struct SystemError: Error, Sendable, Equatable {
+    public let errno: Int32
+    public init(_ errno: Int32) { self.errno = errno }
+}
+
+/// The real system calls. `EINTR` is retried here, except on `close`.
+public struct SystemFileIO: FileIO {
+    public init() {}
+
+    public func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+        while true {
+            let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
+            if fd >= 0 { return fd }
+            if errno != EINTR { throw SystemError(errno) }
+        }
+    }
+
+    public func close(_ fd: Int32) { _ = Glibc.close(fd) }
+
+    public func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        while true {
+            let n = Glibc.pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
+            if n >= 0 { return n }
+            if errno != EINTR { throw SystemError(errno) }
+        }
+    }
+
+    public func pwrite(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        while true {
+            let n = Glibc.pwrite(fd, buffer.baseAddress, buffer.count, off_t(offset))
+            if n >= 0 { return n }
+            if errno != EINTR { throw SystemError(errno) }
+        }
+    }
+
+    public func fsync(_ fd: Int32) throws(SystemError) {
+        while Glibc.fsync(fd) != 0 { if errno != EINTR { throw SystemError(errno) } }
+    }
+
+    public func ftruncate(_ fd: Int32, to size: Int64) throws(SystemError) {
+        while Glibc.ftruncate(fd, off_t(size)) != 0 { if errno != EINTR { throw SystemError(errno) } }
+    }
+
+    public func size(_ fd: Int32) throws(SystemError) -> Int64 {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw SystemError(errno) }
+        return Int64(st.st_size)
+    }
+
+    public func rename(_ from: String, to: String) throws(SystemError) {
+        guard Glibc.rename(from, to) == 0 else { throw SystemError(errno) }
+    }
+
+    public func unlink(_ path: String) throws(SystemError) {
+        guard Glibc.unlink(path) == 0 else { throw SystemError(errno) }
+    }
+}
+
+extension FileIO {
+    /// Reads exactly `buffer.count` bytes unless end of file comes first; returns the count read.
+    func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = try pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), at: offset + Int64(done))
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// Writes all of `buffer`, looping over short writes.
+    func writeFully(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) {
+        var done = 0
+        while done < buffer.count {
+            let n = try pwrite(fd, from: UnsafeRawBufferPointer(rebasing: buffer[done...]), at: offset + Int64(done))
+            if n == 0 { throw SystemError(EIO) }
+            done += n
+        }
+    }
+
+    /// fsyncs the directory holding `path`, so a rename or create in it is durable.
+    func syncDirectory(of path: String) throws(SystemError) {
+        let dir = parentDirectory(of: path)
+        let fd = try open(dir, flags: O_RDONLY | O_DIRECTORY, mode: 0)
+        defer { close(fd) }
+        try fsync(fd)
+    }
+}
+
+/// The directory part of `path` ("." for a bare name).
+func parentDirectory(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
+}
+
+/// The last component of `path`.
+func lastComponent(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return path }
+    return String(path[path.index(after: slash)...])
+}

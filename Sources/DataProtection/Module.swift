@@ -1,1 +1,0 @@
-// DataProtection module: under construction.

@@ -1,0 +1,97 @@
+import ProtectionCrypto
+
+/// The one error type of the DataProtection module.
+///
+/// `code` is what a program switches on; `message` is what a person reads: it
+/// names the file and the fix. `underlying` keeps the cause (an errno, a
+/// crypto failure). Descriptions never include key bytes or plaintext.
+public struct ProtectionError: Error, Sendable, CustomStringConvertible {
+    public enum Code: Sendable, Hashable {
+        /// A tag did not verify: the file was changed, truncated, extended or spliced.
+        case authenticationFailed
+        /// The header is malformed (bad magic, lengths, or fields).
+        case corruptHeader
+        /// The file was written by a newer format version.
+        case unsupportedVersion
+        /// The header uses a feature flag this version does not know.
+        case unsupportedFeature
+        /// The class key this file needs is not available: the domain is locked.
+        case locked
+        /// The cipher is not supported on this CPU.
+        case unsupportedCipher
+        /// A path, offset, size or option is out of range.
+        case invalidArgument
+        /// The file is not a protected file.
+        case notProtected
+        /// The file or directory does not exist.
+        case notFound
+        /// The file exists where a new one was to be created.
+        case alreadyExists
+        /// The handle was closed, or opened read-only for a write.
+        case badHandle
+        /// The file would exceed the format's maximum size.
+        case fileTooLarge
+        /// The keybag is malformed or fails authentication.
+        case corruptKeybag
+        /// The passphrase or recovery key is wrong.
+        case wrongPassphrase
+        /// The kernel keyring refused the operation (e.g. a seccomp profile).
+        case keyringUnavailable
+        /// A system call failed with this errno.
+        case io(Int32)
+    }
+
+    public let code: Code
+    public let message: String
+    /// The file the error is about, when there is one.
+    public let path: String?
+    /// The cause, when another layer reported it.
+    public let underlying: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String, path: String? = nil, underlying: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.path = path
+        self.underlying = underlying
+    }
+
+    public var description: String { message }
+
+    /// The same error, re-attributed to `path` with the message prefixed as
+    /// "unable to <action> '<path>': …" unless it already names a file.
+    func about(_ path: String, _ action: String) -> ProtectionError {
+        guard self.path == nil else { return self }
+        return ProtectionError(code, "unable to \(action) '\(path)': \(message)", path: path, underlying: underlying)
+    }
+
+    /// Wraps an errno from a system call on `path`.
+    static func errno(_ err: Int32, _ action: String, _ path: String) -> ProtectionError {
+        let fix: String
+        switch err {
+        case ENOENT: return ProtectionError(.notFound, "unable to \(action) '\(path)': no such file or directory", path: path)
+        case EEXIST: return ProtectionError(.alreadyExists, "unable to \(action) '\(path)': it already exists; remove it or choose another name", path: path)
+        case EACCES, EPERM: fix = "; check its owner and permissions"
+        case ENOSPC: fix = "; free some space on its filesystem"
+        case EROFS: fix = "; the filesystem is read-only"
+        case EDQUOT: fix = "; the disk quota is exhausted"
+        default: fix = ""
+        }
+        return ProtectionError(.io(err), "unable to \(action) '\(path)': \(String(cString: strerror(err)))\(fix)", path: path)
+    }
+
+    /// Translates a crypto failure met while working on `path`.
+    static func crypto(_ e: CryptoError, _ action: String, _ path: String) -> ProtectionError {
+        switch e.code {
+        case .authenticationFailed:
+            return ProtectionError(.authenticationFailed, "unable to \(action) '\(path)': authentication failed; the file was modified, truncated or damaged; restore it from a backup", path: path, underlying: e)
+        case .unsupportedCipher:
+            return ProtectionError(.unsupportedCipher, "unable to \(action) '\(path)': \(e.message)", path: path, underlying: e)
+        default:
+            return ProtectionError(.io(EIO), "unable to \(action) '\(path)': \(e.message)", path: path, underlying: e)
+        }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,143 @@
+import Foundation
+@testable import DataProtection
+import ProtectionCrypto
+import XCTest
+
+final class ProtectedFileTests: XCTestCase {
+    let sizes = [0, 1, 4095, 4096, 4097, 3 * 4096 + 7]
+
+    func testRoundTripEveryClassCipherAndSize() throws {
+        let dir = try temporaryDirectory(self)
+        let keys = try InMemoryClassKeys.random()
+        var rng = TestRNG(seed: 1)
+        for cipher in AEADCipher.allCases where cipher.isAvailable {
+            let files = ProtectedFiles(keys: keys, options: .init(cipher: cipher, chunkSize: 4096))
+            for c in ProtectionClass.allCases {
+                for n in sizes {
+                    let path = "\(dir)/\(cipher.rawValue)-\(c.name)-\(n)"
+                    let data = rng.bytes(n)
+                    try files.write(data, to: path, protection: c)
+                    XCTAssertEqual(try files.read(path), data, "\(cipher) \(c) \(n)")
+                    let info = try files.info(path)
+                    XCTAssertEqual(info.protectionClass, c)
+                    XCTAssertEqual(info.cipher, cipher)
+                    XCTAssertEqual(info.plaintextSize, Int64(n))
+                    XCTAssertEqual(Int64(try readBytes(path).count), ChunkLayout(headerSize: 176, chunkSize: 4096, overhead: cipher.overhead).fileSize(forPlaintextSize: Int64(n)))
+                }
+            }
+        }
+        // No temporary litter from the atomic writes.
+        XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: dir).contains { $0.hasSuffix(".tmp") })
+    }
+
+    func testDefaultsAreMeasuredChoices() {
+        let o = ProtectedFileOptions()
+        XCTAssertEqual(o.chunkSize, 16384)
+        XCTAssertEqual(o.cipher, AEADCipher.aes256gcm.isAvailable ? .aes256gcm : .xchacha20poly1305)
+    }
+
+    func testLockedClassFailsCleanlyAndOtherKeysCannotRead() throws {
+        let dir = try temporaryDirectory(self)
+        let keys = try InMemoryClassKeys.random()
+        let files = ProtectedFiles(keys: keys)
+        for c in ProtectionClass.allCases { try files.write([1, 2, 3], to: "\(dir)/\(c.name)", protection: c) }
+        keys.lock()
+        assertProtectionError([.locked]) { _ = try files.read("\(dir)/complete") }
+        assertProtectionError([.locked]) { _ = try files.read("\(dir)/completeUnlessOpen") }
+        XCTAssertEqual(try files.read("\(dir)/completeUntilFirstUserAuthentication"), [1, 2, 3])
+        XCTAssertEqual(try files.read("\(dir)/none"), [1, 2, 3])
+        // Creating class A fails while locked and leaves nothing behind; class B succeeds.
+        assertProtectionError([.locked]) { try files.write([9], to: "\(dir)/new-a", protection: .complete) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/new-a"))
+        try files.write([7, 7], to: "\(dir)/new-b", protection: .completeUnlessOpen)
+        assertProtectionError([.locked]) { _ = try files.read("\(dir)/new-b") }
+        // The error names the file and the fix.
+        do { _ = try files.read("\(dir)/complete") } catch {
+            let e = error
+            XCTAssertTrue(e.message.contains("complete") && e.message.contains("dpctl unlock"), e.message)
+            XCTAssertEqual(e.path, "\(dir)/complete")
+        }
+        // Another domain's keys cannot open the file.
+        let stranger = ProtectedFiles(keys: try InMemoryClassKeys.random())
+        assertProtectionError([.authenticationFailed]) { _ = try stranger.read("\(dir)/none") }
+    }
+
+    func testHandleReadWriteAppendTruncateHole() throws {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096))
+        let path = "\(dir)/f"
+        let h = try files.create(path, protection: .complete)
+        XCTAssertEqual(try h.size, 0)
+        try h.write(Array(repeating: 1, count: 5000), at: 0)
+        try h.write([2, 2, 2], at: 4094)  // across a chunk boundary
+        try h.append([3, 3])
+        try h.write([4], at: 10_000)  // a hole of zeros
+        XCTAssertEqual(try h.size, 10_001)
+        var model = [UInt8](repeating: 1, count: 5000)
+        model[4094...4096] = [2, 2, 2]
+        model += [3, 3]
+        model += [UInt8](repeating: 0, count: 10_000 - model.count) + [4]
+        XCTAssertEqual(try h.read(at: 0, count: 20_000), model)
+        try h.truncate(to: 4096)
+        XCTAssertEqual(try h.read(at: 0, count: 99_999), Array(model[0..<4096]))
+        try h.truncate(to: 4100)
+        XCTAssertEqual(try h.read(at: 4090, count: 100), Array(model[4090..<4096]) + [0, 0, 0, 0])
+        try h.sync()
+        h.close()
+        assertProtectionError([.badHandle]) { _ = try h.read(at: 0, count: 1) }
+        XCTAssertEqual(try files.read(path), Array(model[0..<4096]) + [0, 0, 0, 0])
+        // Read-only handles refuse writes.
+        let ro = try files.open(path)
+        assertProtectionError([.badHandle]) { try ro.write([1], at: 0) }
+        ro.close()
+        // Creating over an existing file refuses.
+        assertProtectionError([.alreadyExists]) { _ = try files.create(path, protection: .none) }
+    }
+
+    /// Thousands of random operations compared, step by step, with a plain in-memory model.
+    func testModelRandomOperations() throws {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096))
+        let path = "\(dir)/model"
+        var h = try files.create(path, protection: .complete)
+        var model = [UInt8]()
+        var rng = TestRNG(seed: 42)
+        let steps = 3000
+        for step in 0..<steps {
+            let op = Int.random(in: 0..<100, using: &rng)
+            let limit = 40_000
+            switch op {
+            case 0..<35:
+                let off = Int.random(in: 0...min(limit, model.count + 5000), using: &rng)
+                let data = rng.bytes(Int.random(in: 1...9000, using: &rng))
+                try h.write(data, at: Int64(off))
+                if off > model.count { model += [UInt8](repeating: 0, count: off - model.count) }
+                let end = off + data.count
+                if end > model.count { model += [UInt8](repeating: 0, count: end - model.count) }
+                model.replaceSubrange(off..<end, with: data)
+            case 35..<45:
+                let data = rng.bytes(Int.random(in: 1...5000, using: &rng))
+                try h.append(data)
+                model += data
+            case 45..<55:
+                let n = Int.random(in: 0...min(limit, model.count + 6000), using: &rng)
+                try h.truncate(to: Int64(n))
+                if n < model.count { model.removeSubrange(n...) } else { model += [UInt8](repeating: 0, count: n - model.count) }
+            case 55..<58:
+                h.close()
+                h = try files.open(path, forWriting: true)
+            default:
+                let off = Int.random(in: 0...(model.count + 100), using: &rng)
+                let n = Int.random(in: 0...10_000, using: &rng)
+                let got = try h.read(at: Int64(off), count: n)
+                let expect = off >= model.count ? [] : Array(model[off..<min(model.count, off + n)])
+                XCTAssertEqual(got, expect, "step \(step): read at \(off) count \(n)")
+                if got != expect { return }
+            }
+            XCTAssertEqual(try h.size, Int64(model.count), "step \(step)")
+        }
+        h.close()
+        XCTAssertEqual(try files.read(path), model)
+        print("model test: \(steps) random operations matched the in-memory model")
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+@testable import DataProtection
+import ProtectionCrypto
+import XCTest
+
+/// A fresh directory under /tmp, removed when the test ends.
+func temporaryDirectory(_ test: XCTestCase, _ name: String = #function) throws -> String {
+    let dir = NSTemporaryDirectory() + "dp-\(name.filter { $0.isLetter || $0.isNumber })-\(UUID().uuidString.prefix(8))"
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    test.addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
+    return dir
+}
+
+/// Deterministic pseudo-random bytes for test data (not for keys).
+struct TestRNG: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func bytes(_ n: Int) -> [UInt8] { (0..<n).map { _ in UInt8.random(in: 0...255, using: &self) } }
+}
+
+/// Asserts `body` throws a `ProtectionError` whose code is in `codes`.
+func assertProtectionError(_ codes: Set<ProtectionError.Code>, _ message: String = "", file: StaticString = #filePath, line: UInt = #line, _ body: () throws -> Void) {
+    do {
+        try body()
+        XCTFail("expected one of \(codes), got success. \(message)", file: file, line: line)
+    } catch let e as ProtectionError {
+        XCTAssertTrue(codes.contains(e.code), "expected one of \(codes), got \(e.code): \(e.message). \(message)", file: file, line: line)
+    } catch {
+        XCTFail("expected a ProtectionError, got \(error). \(message)", file: file, line: line)
+    }
+}
+
+func readBytes(_ path: String) throws -> [UInt8] { [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))) }
+func writeBytes(_ bytes: [UInt8], _ path: String) throws { try Data(bytes).write(to: URL(fileURLWithPath: path)) }
+
+func hexString(_ b: [UInt8]) -> String { b.map { String(format: "%02x", $0) }.joined() }
+func hexBytes(_ s: String) -> [UInt8] {
+    var out = [UInt8](), it = Array(s.utf8), i = 0
+    func nib(_ c: UInt8) -> UInt8 { c >= 97 ? c - 87 : (c >= 65 ? c - 55 : c - 48) }
+    while i + 1 < it.count { out.append(nib(it[i]) << 4 | nib(it[i + 1])); i += 2 }
+    return out
+}
