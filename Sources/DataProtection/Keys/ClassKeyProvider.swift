@@ -33,4 +33,9 @@ extension ProtectionError {
     public static func locked(_ c: ProtectionClass) -> ProtectionError {
         ProtectionError(.locked, "class \(c) is locked; run `dpctl unlock`")
     }
+
+    /// The error for a header naming a class-key generation the domain does not hold.
+    public static func unknownGeneration(_ c: ProtectionClass, _ g: UInt32) -> ProtectionError {
+        ProtectionError(.authenticationFailed, "the file needs generation \(g) of class \(c), which this domain does not have: it belongs to another domain, or its header was altered")
+    }
 }

@@ -69,7 +69,12 @@ public final class InMemoryClassKeys: ClassKeyProvider {
     public func unwrapFileKey(
         _ wrapped: UnsafeRawBufferPointer, for c: ProtectionClass, generation: UInt32, ad: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> SecretBytes {
-        guard let k = key(c, generation) else { throw .locked(c) }
+        let (k, unlocked): (ClassKey?, Bool) = keys.withLock { t in (t[c]?[generation], t[c]?.values.contains { $0.canUnwrap } ?? false) }
+        guard let k, k.canUnwrap else {
+            // Unlocked but without this generation: the header names a key this domain never had.
+            if unlocked { throw .unknownGeneration(c, generation) }
+            throw .locked(c)
+        }
         return try k.unwrap(wrapped, ad: ad)
     }
 }
