@@ -42,14 +42,13 @@ public struct Keyring: Sendable {
             let (operation, result) = probe(syscall)
             logger?.trace("\(operation) = \(result == 0 ? "ok" : KeyringError.errnoName(result))")
             guard result != 0 else { continue }
-            let subject = KeyringSubject(description: "(availability probe)")
             let code: KeyringError.Code =
                 refused(result) ? .unavailable : KeyringError.Code(errno: result)
             throw KeyringError(
                 code: code, errno: result, operation: operation, key: nil,
                 keyDescription: nil,
                 message: KeyringError.message(
-                    code: code, errno: result, operation: operation, subject: subject))
+                    code: code, errno: result, operation: operation, subject: .none))
         }
     }
 

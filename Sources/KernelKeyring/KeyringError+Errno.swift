@@ -19,6 +19,11 @@ struct KeyringSubject: Sendable {
 
     static func serial(_ key: KeySerial) -> KeyringSubject { KeyringSubject(key: key) }
 
+    /// A call about no particular key (the availability probe).
+    static let none = KeyringSubject()
+
+    var isEmpty: Bool { key == nil && type == nil && description == nil }
+
     /// `user key 'dp:a' (123)`, `keyring @s`, `key 123`.
     var phrase: String {
         var words = type.map { $0 == .keyring ? "keyring" : "\($0.rawValue) key" } ?? "key"
@@ -73,7 +78,8 @@ extension KeyringError {
     static func message(
         code: Code, errno: Int32, operation: String, subject: KeyringSubject
     ) -> String {
-        let head = "\(operation) on \(subject.phrase) failed (\(errnoName(errno)))"
+        let on = subject.isEmpty ? "" : " on \(subject.phrase)"
+        let head = "\(operation)\(on) failed (\(errnoName(errno)))"
         switch code {
         case .notFound:
             return "\(head): the key does not exist or is not reachable from that keyring; "
@@ -91,15 +97,16 @@ extension KeyringError {
             return "\(head): the uid's key quota is used up; unlink or invalidate keys no longer needed, "
                 + "or raise /proc/sys/kernel/keys/maxkeys and maxbytes (root_maxkeys and root_maxbytes for root)"
         case .unavailable:
+            let cause = errno == ENOSYS ? " (or the kernel lacks keys support)" : ""
             return "\(head): the kernel keyring is blocked for this process, e.g. by a container seccomp profile "
-                + "that denies add_key/keyctl/request_key; allow those syscalls in the profile, "
+                + "that denies add_key/keyctl/request_key\(cause); allow those syscalls in the profile, "
                 + "or choose the explicit in-process key store for single-process embedding"
         case .invalidArgument:
             return "\(head): the kernel rejected the arguments; check the key type, that the description "
                 + "is non-empty (a logon key needs a 'prefix:' description), that the payload fits the type "
                 + "(user: at most 32767 bytes) and that the target is a keyring"
         case .bufferTooSmall(let required):
-            return "\(operation) on \(subject.phrase): the payload is \(required) bytes, larger than the buffer; "
+            return "\(operation)\(on): the payload is \(required) bytes, larger than the buffer; "
                 + "pass a buffer of at least \(required) bytes"
         case .io(EOPNOTSUPP):
             return "\(head): the key's type does not allow this (a logon key can never be read back)"

@@ -50,3 +50,20 @@ public struct KeyringError: Error, Hashable, Sendable, CustomStringConvertible {
         self.message = message
     }
 }
+
+extension KeyringError.Code: CustomStringConvertible {
+    /// The code as a program or script would name it: `notFound`, `bufferTooSmall(32)`, `io(95)`.
+    public var description: String {
+        switch self {
+        case .notFound: "notFound"
+        case .permissionDenied: "permissionDenied"
+        case .expired: "expired"
+        case .revoked: "revoked"
+        case .quotaExceeded: "quotaExceeded"
+        case .unavailable: "unavailable"
+        case .invalidArgument: "invalidArgument"
+        case .bufferTooSmall(let required): "bufferTooSmall(\(required))"
+        case .io(let code): "io(\(code))"
+        }
+    }
+}
