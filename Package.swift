@@ -58,7 +58,9 @@ let package = Package(
         .testTarget(
             name: "ProtectionCryptoTests", dependencies: ["ProtectionCrypto"],
             resources: [.copy("Vectors")]),
-        .testTarget(name: "KernelKeyringTests", dependencies: ["KernelKeyring"]),
+        .testTarget(
+            name: "KernelKeyringTests",
+            dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination"]),
         .testTarget(
             name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto"],

@@ -43,7 +43,7 @@ extension KeyringError.Code {
         case EKEYREVOKED: self = .revoked
         case EDQUOT: self = .quotaExceeded
         case ENOSYS: self = .unavailable
-        case EINVAL, ENOTDIR: self = .invalidArgument
+        case EINVAL, ENOTDIR, ENODEV: self = .invalidArgument
         default: self = .io(code)
         }
     }
@@ -102,7 +102,7 @@ extension KeyringError {
                 + "that denies add_key/keyctl/request_key\(cause); allow those syscalls in the profile, "
                 + "or choose the explicit in-process key store for single-process embedding"
         case .invalidArgument:
-            return "\(head): the kernel rejected the arguments; check the key type, that the description "
+            return "\(head): the kernel rejected the arguments; check that the key type exists, that the description "
                 + "is non-empty (a logon key needs a 'prefix:' description), that the payload fits the type "
                 + "(user: at most 32767 bytes) and that the target is a keyring"
         case .bufferTooSmall(let required):
@@ -130,6 +130,7 @@ extension KeyringError {
         case ENOSYS: "ENOSYS"
         case EINVAL: "EINVAL"
         case ENOTDIR: "ENOTDIR"
+        case ENODEV: "ENODEV"
         case EOPNOTSUPP: "EOPNOTSUPP"
         case ENOMEM: "ENOMEM"
         case EFAULT: "EFAULT"

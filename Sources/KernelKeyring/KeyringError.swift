@@ -15,7 +15,7 @@ public struct KeyringError: Error, Hashable, Sendable, CustomStringConvertible {
         /// The kernel keyring is refused to this process: ENOSYS, or EPERM/EACCES
         /// from a seccomp filter on `add_key`/`keyctl` (checked with a harmless probe).
         case unavailable
-        /// The kernel or this module rejected an argument (EINVAL, ENOTDIR, a NUL in a name).
+        /// The kernel or this module rejected an argument (EINVAL, ENOTDIR for a non-keyring, ENODEV for an unknown type, a NUL in a name).
         case invalidArgument
         /// The caller's buffer is smaller than the payload; `required` is the payload's length.
         case bufferTooSmall(required: Int)
