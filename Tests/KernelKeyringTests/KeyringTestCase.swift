@@ -75,6 +75,35 @@ class KeyringTestCase: XCTestCase {
         }
     }
 
+    /// Polls `body` until it throws, up to `limit`; returns the code it threw, or `nil` if it never did.
+    ///
+    /// Polling a condition with a deadline, never a bare sleep, is how tests wait for the kernel.
+    func firstFailure(within limit: Duration, _ body: () throws -> Void) -> KeyringError.Code? {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            do {
+                try body()
+                usleep(5_000)
+            } catch let error as KeyringError {
+                return error.code
+            } catch {
+                XCTFail("expected a KeyringError, got \(error)")
+                return nil
+            }
+        }
+        return nil
+    }
+
+    /// Polls `condition` until it holds, up to `limit`; returns whether it did.
+    func eventually(within limit: Duration, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if try condition() { return true }
+            usleep(5_000)
+        }
+        return false
+    }
+
     /// Test payload bytes (not a secret).
     func randomPayload(_ count: Int = 32) -> [UInt8] {
         (0..<count).map { _ in UInt8.random(in: 0...255) }
