@@ -4,7 +4,10 @@
 /// reaches the key through its own thread, process or session keyring), then
 /// the owning *user* (same fsuid), the *group* (same fsgid), and *other*.
 /// A possessor gets the union of the possessor bits and whichever of the
-/// other three applies.
+/// other three applies. Two kernel rules matter: possession needs
+/// `possessorSearch` (a key the possessor cannot search is not reachable, so
+/// not possessed), and a possessor that may search a key may also read it
+/// even without `possessorRead`.
 public struct KeyPermissions: OptionSet, Hashable, Sendable, CustomStringConvertible {
     /// The raw mask, as `keyctl_setperm` takes it and `keyctl describe` prints it.
     public let rawValue: UInt32

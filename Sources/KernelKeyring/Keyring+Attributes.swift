@@ -79,6 +79,8 @@ extension Keyring {
     /// Invalidates a key at once: it becomes unfindable and the kernel unlinks it from every keyring.
     ///
     /// C: `keyctl_invalidate(key)`. This is how `lock` removes class keys.
+    /// Later uses fail with `revoked` until the kernel's garbage collector has
+    /// run (microseconds to milliseconds), and with `notFound` after that.
     ///
     /// - Parameter key: the key; needs search permission.
     /// - Throws: `KeyringError` (`notFound`, `permissionDenied`).

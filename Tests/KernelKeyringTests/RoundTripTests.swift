@@ -108,6 +108,24 @@ final class RoundTripTests: KeyringTestCase {
         try keyring.unlink(persistent, from: session)
     }
 
+    /// The trap joinNewSessionKeyring documents: the session keyring belongs to the thread.
+    func testJoiningASessionKeyringAffectsOnlyTheCallingThread() throws {
+        let done = DispatchSemaphore(value: 0)
+        let seen = LockedBox<(inherited: KeySerial?, joined: KeySerial?)>((nil, nil))
+        let thread = Thread { [keyring] in
+            let inherited = try? keyring.id(of: .session)
+            let joined = try? keyring.joinNewSessionKeyring()
+            seen.value = (inherited, joined)
+            done.signal()
+        }
+        thread.start()
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(seen.value.inherited, session, "a thread started after the join inherits the session")
+        XCTAssertNotNil(seen.value.joined)
+        XCTAssertNotEqual(seen.value.joined, session)
+        XCTAssertEqual(try keyring.id(of: .session), session, "another thread's join must not move this thread")
+    }
+
     func testCallsAreLoggedWithPayloadRedacted() throws {
         let recorder = LogRecorder()
         var logger = Logger(label: "test", factory: { _ in recorder })
@@ -126,6 +144,17 @@ final class RoundTripTests: KeyringTestCase {
         XCTAssertTrue(lines.contains { $0.hasPrefix("debug add_key(\"user\", \"\(name)\", <data>, 23, \(session)) = \(key)") }, "\(lines)")
         XCTAssertTrue(lines.contains { $0.hasPrefix("trace keyctl_read(\(key), <data>, 64) = 23") }, "\(lines)")
         XCTAssertFalse(lines.contains { $0.contains("not-for-logs") }, "payload bytes leaked into the log: \(lines)")
+    }
+}
+
+/// A value shared between threads under a lock.
+final class LockedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
     }
 }
 
