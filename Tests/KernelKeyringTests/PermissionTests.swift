@@ -49,12 +49,7 @@ final class PermissionTests: KeyringTestCase {
     }
 
     func testAnotherUidCannotReadAPrivateToOwnerKey() throws {
-        guard getuid() == 0 else {
-            throw XCTSkip("needs root: creating the throwaway user dpkeytest and switching to it; run `sudo swift test`")
-        }
-        try ensureThrowawayUser("dpkeytest")
-        let payload = Array("cross-uid-payload-\(UUID().uuidString)".utf8)
-        let key = try addKey(payload, named: uniqueName())
+        let (key, payload) = try addKeyForCrossUidTest()
         let id = String(key.rawValue)
 
         let sameUid = try runChild(keyctl, ["session", "-", keyctl, "pipe", id])
@@ -85,15 +80,22 @@ final class PermissionTests: KeyringTestCase {
 
     /// The trap README.md warns about: possession follows the keyring, not the uid.
     func testChildThatDropsToAnotherUidKeepsPossessionThroughTheInheritedSession() throws {
+        let (key, payload) = try addKeyForCrossUidTest()
+        let inherited = try runChild("/usr/sbin/runuser", ["-u", "dpkeytest", "--", keyctl, "pipe", String(key.rawValue)])
+        XCTAssertEqual(inherited.status, 0, "expected the kernel to grant possessor rights via the inherited session keyring: \(inherited.stderr)")
+        XCTAssertEqual(Array(inherited.stdout), payload)
+    }
+
+    /// Skips unless root, makes sure the user dpkeytest exists, and adds a privateToOwner key.
+    private func addKeyForCrossUidTest(
+        _ function: String = #function
+    ) throws -> (key: KeySerial, payload: [UInt8]) {
         guard getuid() == 0 else {
             throw XCTSkip("needs root: creating the throwaway user dpkeytest and switching to it; run `sudo swift test`")
         }
         try ensureThrowawayUser("dpkeytest")
-        let payload = Array("inherited-session-\(UUID().uuidString)".utf8)
-        let key = try addKey(payload, named: uniqueName())
-        let inherited = try runChild("/usr/sbin/runuser", ["-u", "dpkeytest", "--", keyctl, "pipe", String(key.rawValue)])
-        XCTAssertEqual(inherited.status, 0, "expected the kernel to grant possessor rights via the inherited session keyring: \(inherited.stderr)")
-        XCTAssertEqual(Array(inherited.stdout), payload)
+        let payload = Array("payload-\(UUID().uuidString)".utf8)
+        return (try addKey(payload, named: uniqueName(function)), payload)
     }
 
     private func ensureThrowawayUser(_ name: String) throws {
