@@ -30,10 +30,15 @@ guard arguments.isEmpty else {
 /// Runs each step, prints its outcome, and returns the exit status.
 func probe() -> Int32 {
     var status: Int32 = 0
-    func report(_ step: String, _ body: () throws(KeyringError) -> Void) {
+    /// Runs one step; `body` returns nil on success or what went wrong without a KeyringError.
+    func report(_ step: String, _ body: () throws(KeyringError) -> String?) {
         do {
-            try body()
-            print("\(step): ok")
+            if let problem = try body() {
+                print("\(step): \(problem)")
+                if status == 0 { status = 70 }
+            } else {
+                print("\(step): ok")
+            }
         } catch {
             print("\(step): \(error.code) errno=\(error.errno): \(error.message)")
             let failure: Int32 = error.code == .unavailable ? 69 : 70
@@ -42,8 +47,11 @@ func probe() -> Int32 {
     }
 
     let keyring = Keyring()
-    report("checkAvailable") { () throws(KeyringError) in try Keyring.checkAvailable() }
-    report("add") { () throws(KeyringError) in
+    report("checkAvailable") { () throws(KeyringError) in
+        try Keyring.checkAvailable()
+        return nil
+    }
+    report("add") { () throws(KeyringError) -> String? in
         var payload = (UInt64.random(in: .min ... .max), UInt64.random(in: .min ... .max))
         let name = "keyring-probe:\(getpid()):\(UInt64.random(in: .min ... .max))"
         let key = try withUnsafeBytes(of: &payload) { (bytes) throws(KeyringError) in
@@ -55,10 +63,7 @@ func probe() -> Int32 {
             try keyring.read(key, into: bytes)
         }
         try keyring.invalidate(key)
-        if length != 16 || back != payload {
-            print("add: read back \(length) bytes that differ from the 16 written")
-            status = 70
-        }
+        return length == 16 && back == payload ? nil : "read back \(length) bytes that differ from the 16 written"
     }
     return status
 }
