@@ -32,7 +32,14 @@ let package = Package(
         // Typed Swift over libkeyutils.
         .target(
             name: "KernelKeyring",
-            dependencies: ["CKeyutils", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["CKeyutils", .product(name: "Logging", package: "swift-log")],
+            exclude: ["README.md"]),
+        // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
+        .executableTarget(name: "keyctl-deny"),
+        // Prints whether the kernel keyring works here; KernelKeyringTests run it under keyctl-deny.
+        .executableTarget(
+            name: "keyring-probe",
+            dependencies: ["KernelKeyring", "CKeyutils", .product(name: "Logging", package: "swift-log")]),
         // NSFileCoordinator-style coordination; independent of the encryption.
         .target(name: "FileCoordination", dependencies: ["CShims"]),
         .target(
@@ -51,7 +58,9 @@ let package = Package(
         .testTarget(
             name: "ProtectionCryptoTests", dependencies: ["ProtectionCrypto"],
             resources: [.copy("Vectors")]),
-        .testTarget(name: "KernelKeyringTests", dependencies: ["KernelKeyring"]),
+        .testTarget(
+            name: "KernelKeyringTests",
+            dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination"]),
         .testTarget(
             name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto"],

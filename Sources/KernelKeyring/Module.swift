@@ -1,1 +1,0 @@
-// KernelKeyring module: under construction.
