@@ -55,6 +55,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
+        // Sequential throughput of protected files against raw libsodium (BENCHMARKS.md).
+        .executableTarget(
+            name: "dp-throughput", dependencies: ["DataProtection", "ProtectionCrypto", "CSodium"]),
+        // The main job's tour of the library (scripts/walkthrough).
+        .executableTarget(name: "library-tour", dependencies: ["DataProtection"], path: "Examples/LibraryTour"),
+
         .testTarget(
             name: "ProtectionCryptoTests", dependencies: ["ProtectionCrypto"],
             resources: [.copy("Vectors")]),

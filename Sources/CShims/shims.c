@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -34,4 +35,15 @@ int dp_fcntl_lock(int fd, int cmd, short type, short whence, int64_t start, int6
         *out_pid = (cmd == F_OFD_GETLK && fl.l_type == F_UNLCK) ? 0 : fl.l_pid;
     }
     return rc;
+}
+
+int dp_available_cpus(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n > 0 ? (int)n : 1;
+    }
+    int n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
 }

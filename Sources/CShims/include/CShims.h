@@ -30,6 +30,9 @@ int dp_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 /// fcntl(2) with a struct flock argument (the OFD commands need it).
 int dp_fcntl_lock(int fd, int cmd, short type, short whence, int64_t start, int64_t len, int32_t *out_pid);
 
+/// CPUs this process may run on (sched_getaffinity + CPU_COUNT); at least 1.
+int dp_available_cpus(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -237,22 +237,25 @@ public final class ProtectedFileHandle: Sendable {
             guard got == len else {
                 throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks (truncated while open?); restore it from a backup", path: path)
             }
-            var pos = 0
-            for j in i..<(i + Int64(n)) {
-                let plen = layout.plaintextLength(ofChunk: j, plaintextSize: st.size)
-                let slot = staging + pos
-                let cStart = j * cs
-                let wantFrom = max(from, cStart), wantTo = min(to, cStart + Int64(plen))
-                do throws(CryptoError) {
-                    if wantFrom == cStart && wantTo == cStart + Int64(plen) {
-                        try sealer.open(slot: slot, count: plen, into: out + Int(cStart - from), index: j, last: j == lastOfFile)
-                    } else {
-                        let plain = slot + sealer.nonceSize
-                        try sealer.open(slot: slot, count: plen, into: plain, index: j, last: j == lastOfFile)
-                        (out + Int(wantFrom - from)).copyMemory(from: plain + Int(wantFrom - cStart), byteCount: Int(wantTo - wantFrom))
-                    }
-                } catch { throw authFailure(error, chunk: j) }
-                pos += plen + layout.overhead
+            // Every chunk of a batch is full except possibly the file's last, so slot k is at k·stride.
+            let size = st.size, stride = layout.stride, first = i
+            try ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { (part) throws(ProtectionError) in
+                for k in part {
+                    let j = first + Int64(k)
+                    let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
+                    let slot = staging + k * stride
+                    let cStart = j * cs
+                    let wantFrom = max(from, cStart), wantTo = min(to, cStart + Int64(plen))
+                    do throws(CryptoError) {
+                        if wantFrom == cStart && wantTo == cStart + Int64(plen) {
+                            try sealer.open(slot: slot, count: plen, into: out + Int(cStart - from), index: j, last: j == lastOfFile)
+                        } else {
+                            let plain = slot + sealer.nonceSize
+                            try sealer.open(slot: slot, count: plen, into: plain, index: j, last: j == lastOfFile)
+                            (out + Int(wantFrom - from)).copyMemory(from: plain + Int(wantFrom - cStart), byteCount: Int(wantTo - wantFrom))
+                        }
+                    } catch { throw authFailure(error, chunk: j) }
+                }
             }
             i += Int64(n)
         }
@@ -318,13 +321,15 @@ public final class ProtectedFileHandle: Sendable {
             do throws(CryptoError) { try sealer.fillNonces(staging, count: n, stride: stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to write '\(path)': \(error.message)", path: path, underlying: error)
             }
-            pos = 0
-            for j in i..<(i + Int64(n)) {
-                let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
-                let slot = staging + pos
-                let from = (c.whole && src != nil) ? UnsafeRawPointer(src! + Int(j * cs - offset)) : UnsafeRawPointer(slot + nonce)
-                sealer.seal(from, count: c.length, intoSlot: slot, index: j, last: j == newLast)
-                pos += c.length + layout.overhead
+            let first = i
+            ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { part in
+                for k in part {
+                    let j = first + Int64(k)
+                    let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
+                    let slot = staging + k * stride  // all but the file's last chunk are full
+                    let from = (c.whole && src != nil) ? UnsafeRawPointer(src! + Int(j * cs - offset)) : UnsafeRawPointer(slot + nonce)
+                    sealer.seal(from, count: c.length, intoSlot: slot, index: j, last: j == newLast)
+                }
             }
             do throws(SystemError) {
                 try io.writeFully(st.fd, from: UnsafeRawBufferPointer(start: staging, count: pos), at: layout.offset(ofChunk: i))
