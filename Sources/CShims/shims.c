@@ -4,7 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <poll.h>
+#include <stddef.h>
 #include <sched.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -46,4 +51,59 @@ int dp_available_cpus(void) {
     }
     int n = CPU_COUNT(&set);
     return n > 0 ? n : 1;
+}
+
+uint64_t dp_atomic_load_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+void dp_atomic_store_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+uint64_t dp_atomic_fetch_add_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+uint64_t dp_atomic_fetch_or_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+uint64_t dp_atomic_fetch_and_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
+int dp_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+static int fill_addr(struct sockaddr_un *a, const char *path) {
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    size_t n = strlen(path);
+    if (n >= sizeof(a->sun_path)) { errno = ENAMETOOLONG; return -1; }
+    memcpy(a->sun_path, path, n + 1);
+    return 0;
+}
+
+int dp_unix_dgram_bind(const char *path) {
+    struct sockaddr_un a;
+    if (fill_addr(&a, path) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) { int e = errno; close(fd); errno = e; return -1; }
+    return fd;
+}
+
+long dp_unix_dgram_send(int fd, const char *path, const void *buf, unsigned long len) {
+    struct sockaddr_un a;
+    if (fill_addr(&a, path) != 0) return -1;
+    ssize_t n;
+    do { n = sendto(fd, buf, len, MSG_NOSIGNAL, (struct sockaddr *)&a, sizeof(a)); } while (n < 0 && errno == EINTR);
+    return (long)n;
+}
+
+long dp_unix_dgram_recv(int fd, void *buf, unsigned long cap, int timeout_ms, char *from) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r;
+    do { r = poll(&p, 1, timeout_ms); } while (r < 0 && errno == EINTR);
+    if (r < 0) return -1;
+    if (r == 0) return 0;
+    struct sockaddr_un a;
+    socklen_t al = sizeof(a);
+    memset(&a, 0, sizeof(a));
+    ssize_t n;
+    do { n = recvfrom(fd, buf, cap, 0, (struct sockaddr *)&a, &al); } while (n < 0 && errno == EINTR);
+    if (n >= 0 && from != NULL) {
+        size_t pl = al > offsetof(struct sockaddr_un, sun_path) ? al - offsetof(struct sockaddr_un, sun_path) : 0;
+        if (pl >= sizeof(a.sun_path)) pl = sizeof(a.sun_path) - 1;
+        memcpy(from, a.sun_path, pl);
+        from[pl] = 0;
+    }
+    return (long)n;
 }

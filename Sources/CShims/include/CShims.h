@@ -30,6 +30,24 @@ int dp_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 /// fcntl(2) with a struct flock argument (the OFD commands need it).
 int dp_fcntl_lock(int fd, int cmd, short type, short whence, int64_t start, int64_t len, int32_t *out_pid);
 
+/// Sequentially consistent 64-bit atomics on shared (mmap'd) memory.
+uint64_t dp_atomic_load_u64(const uint64_t *p);
+void dp_atomic_store_u64(uint64_t *p, uint64_t v);
+uint64_t dp_atomic_fetch_add_u64(uint64_t *p, uint64_t v);
+uint64_t dp_atomic_fetch_or_u64(uint64_t *p, uint64_t v);
+uint64_t dp_atomic_fetch_and_u64(uint64_t *p, uint64_t v);
+int dp_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired);
+
+/// A Unix datagram socket bound to `path` (close-on-exec); -1 and errno on failure.
+int dp_unix_dgram_bind(const char *path);
+/// Sends `len` bytes to the datagram socket at `path`; -1 and errno on failure
+/// (ECONNREFUSED when no process holds that socket any more).
+long dp_unix_dgram_send(int fd, const char *path, const void *buf, unsigned long len);
+/// Receives one datagram into `buf`, waiting at most `timeout_ms` (-1: forever);
+/// returns its length, 0 on timeout, -1 and errno on failure. The sender's path
+/// (if bound) is copied to `from` (NUL-terminated, at most 108 bytes).
+long dp_unix_dgram_recv(int fd, void *buf, unsigned long cap, int timeout_ms, char *from);
+
 /// CPUs this process may run on (sched_getaffinity + CPU_COUNT); at least 1.
 int dp_available_cpus(void);
 

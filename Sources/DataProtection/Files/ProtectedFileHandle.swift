@@ -27,6 +27,8 @@ public final class ProtectedFileHandle: Sendable {
     let layout: ChunkLayout
     let writable: Bool
     let io: any FileIO
+    /// The file layer that opened the handle: its key provider re-derives keys after an unlock.
+    let files: ProtectedFiles
     private let state: Mutex<State>
 
     struct State: ~Copyable, @unchecked Sendable {  // only touched under `state`'s lock
@@ -34,6 +36,8 @@ public final class ProtectedFileHandle: Sendable {
         var size: Int64
         var sealer: ChunkSealer?  // nil once closed or revoked
         var revokedBy: ProtectionError?
+        /// The live-lock epoch the keys were obtained under.
+        var epoch: UInt64
         let staging: UnsafeMutableRawBufferPointer
 
         deinit { staging.deallocate() }
@@ -42,24 +46,26 @@ public final class ProtectedFileHandle: Sendable {
     /// Chunks sealed or opened per system call.
     static func batchChunks(chunkSize: Int) -> Int { max(1, (1 << 20) / chunkSize) }
 
-    init(path: String, fd: Int32, header: FileHeader, keys: FileKeys, plaintextSize: Int64, writable: Bool, io: any FileIO) {
+    init(path: String, fd: Int32, header: FileHeader, keys: FileKeys, plaintextSize: Int64, writable: Bool, files: ProtectedFiles, epoch: UInt64) {
         self.path = path
         self.protectionClass = header.protectionClass
         self.cipher = header.cipher
         self.header = header
         self.layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: header.chunkSize, overhead: header.cipher.overhead)
         self.writable = writable
-        self.io = io
+        self.io = files.io
+        self.files = files
         let staging = UnsafeMutableRawBufferPointer.allocate(
             byteCount: Self.batchChunks(chunkSize: header.chunkSize) * layout.stride, alignment: 64)
         self.state = Mutex(State(
-            fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, staging: staging))
+            fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging))
     }
 
     deinit {
         state.withLock { st in
             if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
         }
+        files.liveLock?.unregister(self)
     }
 
     // MARK: - Public API
@@ -154,6 +160,7 @@ public final class ProtectedFileHandle: Sendable {
             if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
             st.sealer = nil
         }
+        files.liveLock?.unregister(self)
     }
 
     /// Withdraws the handle's keys (the domain locked): later calls throw `error`.
@@ -193,7 +200,32 @@ public final class ProtectedFileHandle: Sendable {
 
     // MARK: - Internals (called with the state lock held)
 
+    /// The keys for the next operation, after the lock check (one atomic load when attached to a live lock).
+    ///
+    /// If the domain locked since the keys were obtained and this class locks
+    /// with it, the keys are dropped (wiped) and `.locked` is thrown. A handle
+    /// whose keys were dropped gets them again from the key provider once the
+    /// class is unlocked, so work resumes on the same handle.
+    @inline(__always)
     private func live(_ st: inout State, _ action: String) throws(ProtectionError) -> ChunkSealer {
+        if let lock = files.liveLock {
+            let e = lock.currentEpoch()
+            if e != st.epoch {
+                if lock.revokes(protectionClass) {
+                    st.sealer = nil
+                    st.revokedBy = .locked(protectionClass)
+                } else if st.sealer != nil {
+                    st.epoch = e
+                }
+            }
+            if st.sealer == nil, st.fd >= 0, st.revokedBy?.code == .locked, !lock.revokes(protectionClass) {
+                do throws(ProtectionError) {
+                    st.sealer = ChunkSealer(fileID: header.fileID, keys: try files.fileKeys(for: header))
+                    st.revokedBy = nil
+                    st.epoch = e
+                } catch { throw error.about(path, action) }
+            }
+        }
         if let s = st.sealer { return s }
         if let e = st.revokedBy { throw e.about(path, action) }
         throw ProtectionError(.badHandle, "unable to \(action) '\(path)': the handle is closed; open the file again", path: path)

@@ -44,16 +44,35 @@ public struct ProtectedFileInfo: Sendable, Equatable {
 public final class ProtectedFiles: Sendable {
     public let keys: any ClassKeyProvider
     public let options: ProtectedFileOptions
+    /// The domain's live lock, when attached: handles then observe `lock` in every process.
+    public let liveLock: LiveLock?
     let io: any FileIO
 
     /// - Parameters:
     ///   - keys: where class keys come from (the keybag, or `InMemoryClassKeys`).
     ///   - options: cipher and chunk size for new files.
+    ///   - liveLock: the domain's live lock; with it, open `complete` handles fail and wipe
+    ///     their keys when any process locks the domain.
     ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
-    public init(keys: any ClassKeyProvider, options: ProtectedFileOptions = .init(), io: any FileIO = SystemFileIO()) {
+    public init(keys: any ClassKeyProvider, options: ProtectedFileOptions = .init(), liveLock: LiveLock? = nil, io: any FileIO = SystemFileIO()) {
         self.keys = keys
         self.options = options
+        self.liveLock = liveLock
         self.io = io
+    }
+
+    /// Builds a handle and registers it with the live lock, closing the race with a concurrent `lock`.
+    ///
+    /// `epoch` was read before the keys were obtained. After registering, the
+    /// epoch is read again: either the locking process's broadcast finds this
+    /// handle registered and revokes it, or this check sees the new epoch.
+    func makeHandle(path: String, fd: Int32, header: FileHeader, keys fk: FileKeys, size: Int64, writable: Bool, epoch: UInt64) -> ProtectedFileHandle {
+        let h = ProtectedFileHandle(path: path, fd: fd, header: header, keys: fk, plaintextSize: size, writable: writable, files: self, epoch: epoch)
+        if let live = liveLock {
+            live.register(h)
+            if live.currentEpoch() != epoch && live.revokes(header.protectionClass) { h.revoke(.locked(header.protectionClass)) }
+        }
+        return h
     }
 
     // MARK: Whole files
@@ -146,6 +165,7 @@ public final class ProtectedFiles: Sendable {
             throw ProtectionError(.unsupportedCipher, "unable to create '\(path)': \(options.cipher) is not supported on this CPU; use XChaCha20-Poly1305", path: path)
         }
         do throws(ProtectionError) {
+            let epoch = liveLock?.currentEpoch() ?? 0
             let generation = try keys.currentGeneration(of: protection)
             let fileKey = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 32) }
             var header = FileHeader(
@@ -165,7 +185,7 @@ public final class ProtectedFiles: Sendable {
             do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) } catch {
                 throw ProtectionError.errno(error.errno, "create", path)
             }
-            let h = ProtectedFileHandle(path: path, fd: fd, header: header, keys: fk, plaintextSize: 0, writable: true, io: io)
+            let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch)
             do throws(ProtectionError) {
                 do throws(SystemError) {
                     try header.encoded().span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
@@ -198,8 +218,9 @@ public final class ProtectedFiles: Sendable {
             guard let size = layout.plaintextSize(forFileSize: fileSize) else {
                 throw ProtectionError(.authenticationFailed, "its size (\(fileSize) bytes) fits no valid file: it was truncated or extended; restore it from a backup")
             }
+            let epoch = liveLock?.currentEpoch() ?? 0
             let fk = try fileKeys(for: header)
-            let h = ProtectedFileHandle(path: path, fd: fd, header: header, keys: fk, plaintextSize: size, writable: forWriting, io: io)
+            let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: size, writable: forWriting, epoch: epoch)
             try h.verifyLastChunk()
             return h
         } catch {

@@ -1,0 +1,103 @@
+internal import CShims
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The lock state every process of one domain shares on this host: a page mapped `MAP_SHARED`.
+///
+/// Layout (all fields 64-bit, native endian, accessed with sequentially
+/// consistent atomics):
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | magic `DPLIVE01` |
+/// | 8 | lock epoch: +1 on every lock, so a handle compares one number per operation |
+/// | 16 | locked-class mask: bit `rawValue` set while that class is locked |
+/// | 24 | auto-lock deadline, Unix milliseconds (0: none) |
+///
+/// The kernel keyring is per host, and so is this page: it lives in the
+/// user's runtime directory, never on a shared filesystem.
+final class LiveState: @unchecked Sendable {
+    // @unchecked: the mapping is immutable after init; every access is atomic.
+    static let magic: UInt64 = 0x3130_4556_494C_5044  // "DPLIVE01" little-endian
+    static let size = 4096
+    private let base: UnsafeMutableRawPointer
+    let path: String
+
+    /// Maps (creating if needed) the state page at `path` (mode 0600).
+    init(path: String) throws(ProtectionError) {
+        self.path = path
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .errno(errno, "open the lock state", path) }
+        defer { Glibc.close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw .errno(errno, "inspect the lock state", path) }
+        guard st.st_uid == getuid(), st.st_mode & 0o077 == 0 else {
+            throw ProtectionError(.io(EPERM), "unable to use the lock state '\(path)': it must belong to you with mode 0600; remove it and retry", path: path)
+        }
+        if st.st_size < Self.size, ftruncate(fd, off_t(Self.size)) != 0 { throw .errno(errno, "size the lock state", path) }
+        guard let p = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else {
+            throw .errno(errno, "map the lock state", path)
+        }
+        base = p
+        // First user writes the magic; a zeroed page is a valid "never locked" state.
+        _ = dp_atomic_cas_u64(field(0), 0, Self.magic)
+        guard dp_atomic_load_u64(field(0)) == Self.magic else {
+            munmap(p, Self.size)
+            throw ProtectionError(.io(EIO), "unable to use the lock state '\(path)': it is not a lock-state page; remove it and retry", path: path)
+        }
+    }
+
+    deinit { munmap(base, Self.size) }
+
+    @inline(__always) private func field(_ offset: Int) -> UnsafeMutablePointer<UInt64> {
+        (base + offset).assumingMemoryBound(to: UInt64.self)
+    }
+
+    /// The current lock epoch (one atomic load: the per-operation check).
+    @inline(__always) var epoch: UInt64 { dp_atomic_load_u64(field(8)) }
+
+    /// The classes currently locked.
+    var lockedMask: UInt64 { dp_atomic_load_u64(field(16)) }
+
+    @inline(__always) func isLocked(_ c: ProtectionClass) -> Bool { lockedMask & (1 << UInt64(c.rawValue)) != 0 }
+
+    /// Marks `classes` locked, then advances the epoch; returns the new epoch.
+    ///
+    /// The mask is set first, so any handle that sees the new epoch also sees the mask.
+    @discardableResult
+    func lock(_ classes: Set<ProtectionClass>) -> UInt64 {
+        _ = dp_atomic_fetch_or_u64(field(16), Self.mask(classes))
+        return dp_atomic_fetch_add_u64(field(8), 1) + 1
+    }
+
+    /// Clears `classes` from the locked mask (the epoch is unchanged: unlocking revokes nothing).
+    func unlock(_ classes: Set<ProtectionClass>) {
+        _ = dp_atomic_fetch_and_u64(field(16), ~Self.mask(classes))
+    }
+
+    /// The auto-lock deadline in Unix milliseconds, or 0.
+    var autoLockDeadline: Int64 {
+        get { Int64(bitPattern: dp_atomic_load_u64(field(24))) }
+        set { dp_atomic_store_u64(field(24), UInt64(bitPattern: newValue)) }
+    }
+
+    /// Locks `classes` at most once for a passed deadline: the first process to notice wins the compare-and-swap.
+    func lockIfDeadlinePassed(_ classes: Set<ProtectionClass>, nowMillis: Int64) -> Bool {
+        let d = dp_atomic_load_u64(field(24))
+        guard d != 0, Int64(bitPattern: d) <= nowMillis, dp_atomic_cas_u64(field(24), d, 0) != 0 else { return false }
+        lock(classes)
+        return true
+    }
+
+    static func mask(_ classes: Set<ProtectionClass>) -> UInt64 { classes.reduce(0) { $0 | (1 << UInt64($1.rawValue)) } }
+}
+
+/// Unix time in milliseconds (CLOCK_REALTIME_COARSE: a vDSO read, no syscall).
+@inline(__always)
+func unixMillis() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts)
+    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+}

@@ -1,0 +1,170 @@
+import Foundation
+@testable import DataProtection
+import ProtectionCrypto
+import Synchronization
+import XCTest
+
+/// The live lock within one process: two `LiveLock`s on one domain each have their
+/// own listener socket and thread, exactly as two processes would.
+final class LiveLockTests: XCTestCase {
+    func makeDomain() throws -> (dir: String, runtime: String, id: String) {
+        let dir = try temporaryDirectory(self)
+        let runtime = dir + "/run"
+        return (dir, runtime, "test\(UInt32.random(in: 0...UInt32.max))")
+    }
+
+    func testOpenHandlesObserveLockPerClassAndResumeAfterUnlock() throws {
+        let (dir, runtime, id) = try makeDomain()
+        let keyList = try ProtectionClass.allCases.map { try ClassKey.generate($0) }
+        let keys = InMemoryClassKeys(keyList)
+        let worker = ProtectedFiles(keys: keys, liveLock: try LiveLock(domainID: id, runtimeDirectory: runtime))
+        let locker = try LiveLock(domainID: id, runtimeDirectory: runtime)  // "another process"
+        var handles: [ProtectionClass: ProtectedFileHandle] = [:]
+        for c in ProtectionClass.allCases {
+            let h = try worker.create("\(dir)/\(c.name)", protection: c)
+            try h.write(Array(repeating: c.rawValue, count: 5000), at: 0)
+            handles[c] = h
+        }
+        XCTAssertEqual(worker.liveLock?.openHandleCount, 4)
+        let report = try locker.lock { keys.lock() }
+        XCTAssertEqual(report.processesAcknowledged, 2)  // both listeners answered before lock returned
+        // complete: fails at once, keys gone; the others keep working.
+        assertProtectionError([.locked]) { _ = try handles[.complete]!.read(at: 0, count: 1) }
+        assertProtectionError([.locked]) { try handles[.complete]!.write([1], at: 0) }
+        XCTAssertEqual(try handles[.completeUnlessOpen]!.read(at: 0, count: 2), [2, 2])
+        try handles[.completeUnlessOpen]!.append([9])
+        XCTAssertEqual(try handles[.completeUntilFirstUserAuthentication]!.read(at: 0, count: 1), [3])
+        XCTAssertEqual(try handles[.none]!.read(at: 4999, count: 1), [4])
+        // Opening existing A/B files fails; creating B succeeds.
+        assertProtectionError([.locked]) { _ = try worker.open("\(dir)/complete") }
+        assertProtectionError([.locked]) { _ = try worker.open("\(dir)/completeUnlessOpen") }
+        let created = try worker.create("\(dir)/new-b", protection: .completeUnlessOpen)
+        try created.write([5, 5, 5], at: 0)
+        created.close()
+        XCTAssertFalse(locker.isProtectedDataAvailable)
+        // Unlock: the same complete handle works again (its key is unwrapped anew).
+        keys.install(keyList)
+        locker.unlock()
+        XCTAssertTrue(locker.isProtectedDataAvailable)
+        XCTAssertEqual(try handles[.complete]!.read(at: 0, count: 2), [1, 1])
+        XCTAssertEqual(try worker.read("\(dir)/new-b"), [5, 5, 5])
+        for h in handles.values { h.close() }
+        XCTAssertEqual(worker.liveLock?.openHandleCount, 0)
+    }
+
+    func testLockWaitsForAnOperationInFlight() throws {
+        let (dir, runtime, id) = try makeDomain()
+        let keyList = try ProtectionClass.allCases.map { try ClassKey.generate($0) }
+        let keys = InMemoryClassKeys(keyList)
+        let worker = ProtectedFiles(keys: keys, liveLock: try LiveLock(domainID: id, runtimeDirectory: runtime))
+        let locker = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let h = try worker.create("\(dir)/big", protection: .complete)
+        let data = [UInt8](repeating: 7, count: 256 << 20)
+        let result = Mutex<Result<Void, ProtectionError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            do { try h.write(data, at: 0); result.withLock { $0 = .success(()) } } catch { result.withLock { $0 = .failure(error as! ProtectionError) } }
+            done.signal()
+        }
+        // Wait (bounded) until the write is visibly under way: chunks are reaching the file.
+        let limit = Date().addingTimeInterval(10)
+        while (try FileManager.default.attributesOfItem(atPath: "\(dir)/big")[.size] as? Int ?? 0) < (1 << 20) && Date() < limit { usleep(200) }
+        _ = try locker.lock { keys.lock() }
+        // The write was in flight, so lock waited for it: when lock returns, every chunk is on disk.
+        let onDiskAtLock = try FileManager.default.attributesOfItem(atPath: "\(dir)/big")[.size] as? Int ?? 0
+        let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: h.chunkSize, overhead: h.cipher.overhead)
+        XCTAssertEqual(Int64(onDiskAtLock), layout.fileSize(forPlaintextSize: Int64(data.count)), "lock returned before the in-flight write finished")
+        done.wait()
+        keys.install(keyList)
+        locker.unlock()
+        guard case .success? = result.withLock({ $0 }) else { return XCTFail("the in-flight write failed") }
+        XCTAssertEqual(try h.size, Int64(data.count))
+        XCTAssertEqual(try h.read(at: Int64(data.count) - 3, count: 3), [7, 7, 7])
+        // And an operation after lock returned fails whole.
+        _ = try locker.lock { keys.lock() }
+        assertProtectionError([.locked]) { try h.write([1, 2, 3], at: 0) }
+        keys.install(keyList)
+        locker.unlock()
+        XCTAssertEqual(try h.read(at: 0, count: 3), [7, 7, 7])
+        h.close()
+    }
+
+    func testEventsReachOtherAttachmentsInOrder() async throws {
+        let (_, runtime, id) = try makeDomain()
+        let observer = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let locker = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let seen = Mutex<[DomainEvent]>([])
+        let callback = observer.onEvent { e in seen.withLock { $0.append(e) } }
+        let stream = observer.events()
+        let deadline = unixMillis() + 60_000
+        locker.announceWillLock(deadlineUnixMillis: deadline)
+        _ = try locker.lock { }
+        locker.unlock()
+        var got: [DomainEvent] = []
+        for await e in stream {
+            got.append(e)
+            if got.count == 3 { break }
+        }
+        XCTAssertEqual(got, [.willLock(deadlineUnixMillis: deadline), .didLock(LiveLock.lockClasses), .didUnlock])
+        XCTAssertEqual(seen.withLock { $0 }, got)
+        callback.cancel()
+    }
+
+    func testRetryAfterUnlockResumesTheJob() async throws {
+        let (dir, runtime, id) = try makeDomain()
+        let keyList = try ProtectionClass.allCases.map { try ClassKey.generate($0) }
+        let keys = InMemoryClassKeys(keyList)
+        let live = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let files = ProtectedFiles(keys: keys, liveLock: live)
+        try files.write([1, 2, 3], to: "\(dir)/a", protection: .complete)
+        _ = try live.lock { keys.lock() }
+        let attempts = Atomic<Int>(0)
+        let job = Task {
+            try await live.retryAfterUnlock {
+                attempts.add(1, ordering: .relaxed)
+                return try files.read("\(dir)/a")
+            }
+        }
+        // Unlock only once the job has failed at least once.
+        while attempts.load(ordering: .relaxed) == 0 { await Task.yield() }
+        keys.install(keyList)
+        live.unlock()
+        let value = try await job.value
+        XCTAssertEqual(value, [1, 2, 3])
+        XCTAssertGreaterThanOrEqual(attempts.load(ordering: .relaxed), 2)
+    }
+
+    func testAutoLockDeadlineLocksWithoutAnyMessage() throws {
+        let (dir, runtime, id) = try makeDomain()
+        let keys = try InMemoryClassKeys.random()
+        let live = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let files = ProtectedFiles(keys: keys, liveLock: live)
+        let h = try files.create("\(dir)/a", protection: .complete)
+        live.unlock(autoLockAfterSeconds: 1)
+        XCTAssertNotNil(live.autoLockDeadlineUnixMillis)
+        try h.write([1], at: 0)
+        // Poll (bounded) until the deadline passes; no lock call is made by anyone.
+        let limit = Date().addingTimeInterval(5)
+        while !live.isLocked(.complete) && Date() < limit { usleep(20_000) }
+        XCTAssertTrue(live.isLocked(.complete))
+        assertProtectionError([.locked]) { _ = try h.read(at: 0, count: 1) }
+        h.close()
+    }
+
+    func testDeadProcessSocketIsSkipped() throws {
+        let (_, runtime, id) = try makeDomain()
+        let live = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        // A socket file left by a process that died: bound, then closed.
+        let stale = "\(live.directory)/l/999999-1.sock"
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var addr = sockaddr_un(); addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { p in _ = stale.utf8CString.withUnsafeBytes { p.copyMemory(from: $0) } }
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        close(fd)
+        let report = try live.lock { }
+        XCTAssertEqual(report.staleRemoved, 1)
+        XCTAssertEqual(report.processesAcknowledged, 1)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: stale))
+        XCTAssertLessThan(report.elapsedMillis, 1000)
+    }
+}
