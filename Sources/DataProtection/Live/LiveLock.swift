@@ -158,11 +158,9 @@ public final class LiveLock: Sendable {
 
     /// Suspends until `c` is unlocked (returns at once if it is); the "resume cleanly" half of "fail cleanly".
     public func waitUntilUnlocked(_ c: ProtectionClass = .complete) async {
+        let stream = events()  // subscribe before checking, so an unlock in between is not missed
         if !isLocked(c) { return }
-        for await e in events() {
-            if case .didUnlock = e, !isLocked(c) { return }
-            if !isLocked(c) { return }
-        }
+        for await _ in stream where !isLocked(c) { return }
     }
 
     /// Runs `operation`; while it fails with `.locked`, waits for unlock and runs it again.
