@@ -261,17 +261,19 @@ public final class ProtectedFileHandle: Sendable {
         let staging = st.staging.baseAddress!
         while i <= lastWanted {
             let n = Int(min(Int64(batch), lastWanted - i + 1))
-            let len = diskLength(first: i, n: n, size: st.size)
-            let got: Int
-            do throws(SystemError) {
-                got = try io.readFully(st.fd, into: UnsafeMutableRawBufferPointer(start: staging, count: len), at: layout.offset(ofChunk: i))
-            } catch { throw ioError(error, "read") }
-            guard got == len else {
-                throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks (truncated while open?); restore it from a backup", path: path)
-            }
             // Every chunk of a batch is full except possibly the file's last, so slot k is at k·stride.
-            let size = st.size, stride = layout.stride, first = i
+            // Each part reads its chunks and opens them, so one core's read overlaps the other's decryption.
+            let size = st.size, stride = layout.stride, first = i, fd = st.fd
             try ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { (part) throws(ProtectionError) in
+                let len = diskLength(first: first + Int64(part.lowerBound), n: part.count, size: size)
+                let got: Int
+                do throws(SystemError) {
+                    got = try io.readFully(fd, into: UnsafeMutableRawBufferPointer(start: staging + part.lowerBound * stride, count: len),
+                                           at: layout.offset(ofChunk: first + Int64(part.lowerBound)))
+                } catch { throw ioError(error, "read") }
+                guard got == len else {
+                    throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks (truncated while open?); restore it from a backup", path: path)
+                }
                 for k in part {
                     let j = first + Int64(k)
                     let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
@@ -353,19 +355,23 @@ public final class ProtectedFileHandle: Sendable {
             do throws(CryptoError) { try sealer.fillNonces(staging, count: n, stride: stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to write '\(path)': \(error.message)", path: path, underlying: error)
             }
-            let first = i
-            ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { part in
+            // Each part seals its chunks and writes them, so one core's write overlaps the other's sealing.
+            let first = i, fd = st.fd
+            try ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { (part) throws(ProtectionError) in
+                var bytes = 0
                 for k in part {
                     let j = first + Int64(k)
                     let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
                     let slot = staging + k * stride  // all but the file's last chunk are full
                     let from = (c.whole && src != nil) ? UnsafeRawPointer(src! + Int(j * cs - offset)) : UnsafeRawPointer(slot + nonce)
                     sealer.seal(from, count: c.length, intoSlot: slot, index: j, last: j == newLast)
+                    bytes += c.length + layout.overhead
                 }
+                do throws(SystemError) {
+                    try io.writeFully(fd, from: UnsafeRawBufferPointer(start: staging + part.lowerBound * stride, count: bytes),
+                                      at: layout.offset(ofChunk: first + Int64(part.lowerBound)))
+                } catch { throw ioError(error, "write") }
             }
-            do throws(SystemError) {
-                try io.writeFully(st.fd, from: UnsafeRawBufferPointer(start: staging, count: pos), at: layout.offset(ofChunk: i))
-            } catch { throw ioError(error, "write") }
             i += Int64(n)
         }
         st.size = newSize
