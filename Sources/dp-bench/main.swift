@@ -2,6 +2,8 @@
 //
 //   dp-bench throughput [--size-mib 256] [--rounds 7] [--dir /tmp] [--cipher aes|xchacha]
 //       sequential protected-file write/read against raw libsodium, interleaved
+//   dp-bench small-files [--files 2000] [--rounds 5] [--dir /tmp] [--fsync]
+//       N × 4 KiB protected files against plain files, same durability
 //   dp-bench lock-check [--ops 200000] [--rounds 7] [--dir /tmp]
 //       per-operation cost of the live-lock check: random 4 KiB reads with and without it
 import Foundation
@@ -17,5 +19,6 @@ let argv = Array(CommandLine.arguments.dropFirst())
 switch argv.first {
 case "throughput": try throughput(Array(argv.dropFirst()))
 case "lock-check": try lockCheck(Array(argv.dropFirst()))
+case "small-files": try smallFiles(Array(argv.dropFirst()))
 default: usage()
 }
