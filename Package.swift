@@ -63,8 +63,9 @@ let package = Package(
             dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination"]),
         .testTarget(
-            name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto"],
+            name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"],
             resources: [.copy("Fixtures")]),
-        .testTarget(name: "DpctlTests", dependencies: ["DataProtection"]),
+        // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
+        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring"]),
     ]
 )

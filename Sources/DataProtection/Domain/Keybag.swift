@@ -43,8 +43,10 @@ struct Keybag: Sendable {
 
     /// Atomically and durably replaces the keybag file with these contents and a fresh MAC.
     func save(_ location: DomainLocation, _ device: borrowing DeviceSecret, io: any FileIO) throws(ProtectionError) {
-        let body = contents.body()
-        try DurableFile.write(body + (try Self.mac(body, device)), to: location.keybagPath, mode: 0o600, io: io)
+        var bytes = contents.body()
+        bytes += try Self.mac(bytes, device)
+        bytes += try KeybagContents.checksum(bytes[...])
+        try DurableFile.write(bytes, to: location.keybagPath, mode: 0o600, io: io)
     }
 
     static func mac(_ body: [UInt8], _ device: borrowing DeviceSecret) throws(ProtectionError) -> [UInt8] {

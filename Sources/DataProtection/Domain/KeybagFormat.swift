@@ -23,7 +23,11 @@ struct KeybagEntry: Equatable, Sendable {
 /// 92  entries: class (1) ‖ generation (u32) ‖ public key (32, zero unless class B)
 ///              ‖ wrapped (KeyWrap, 72) ‖ recovery-sealed (KeySealing, 104)      = 213 bytes each
 ///  …  MAC (32): keyed BLAKE2b-256 (key: the device secret's MAC subkey) of every byte before it
+///  …  checksum (32): unkeyed BLAKE2b-256 of every byte before it
 /// ```
+/// The checksum catches accidental damage before any key is needed (a flipped
+/// domain identifier would otherwise look like a missing device secret); the
+/// MAC catches deliberate changes.
 /// Every field is validated; a wrong length, an unknown value, a missing
 /// class, a duplicated generation or trailing bytes make the whole keybag
 /// `.corruptKeybag`, never half-read.
@@ -35,8 +39,9 @@ struct KeybagContents: Equatable, Sendable {
     static let sealedSize = 32 + KeySealing.overhead
     static let entrySize = 1 + 4 + 32 + wrappedSize + sealedSize
     static let macSize = 32
+    static let checksumSize = 32
     static let maxEntries = 64
-    static let maxSize = headerSize + maxEntries * entrySize + macSize
+    static let maxSize = headerSize + maxEntries * entrySize + macSize + checksumSize
 
     var domainID: DomainID
     var kdf: Argon2Parameters
@@ -85,17 +90,20 @@ struct KeybagContents: Equatable, Sendable {
     /// - Throws: `.corruptKeybag` (message without a path; the caller adds it), `.unsupportedVersion`.
     static func parse(_ bytes: [UInt8]) throws(ProtectionError) -> (contents: KeybagContents, body: ArraySlice<UInt8>, mac: [UInt8]) {
         guard bytes.count >= 8, Array(bytes[0..<8]) == magic else { throw corrupt("it is not a keybag (no keybag magic)") }
-        guard bytes.count >= headerSize + macSize else { throw corrupt("it is truncated (\(bytes.count) bytes)") }
+        guard bytes.count >= headerSize + macSize + checksumSize else { throw corrupt("it is truncated (\(bytes.count) bytes)") }
         guard bytes[8] == version else {
             throw ProtectionError(.unsupportedVersion, "the keybag uses format version \(bytes[8]); this library reads version \(version); upgrade swift-data-protection")
         }
         guard bytes[9] == 0 else { throw corrupt("unknown flags \(bytes[9])") }
         let count = Int(bytes.readBE(UInt16.self, at: 10))
         guard (ProtectionClass.allCases.count...maxEntries).contains(count) else { throw corrupt("\(count) entries") }
-        let expected = headerSize + count * entrySize + macSize
+        let expected = headerSize + count * entrySize + macSize + checksumSize
         guard bytes.count == expected else {
             throw corrupt(bytes.count < expected ? "it is truncated (\(bytes.count) of \(expected) bytes)" : "it has \(bytes.count - expected) trailing bytes")
         }
+        let sum = try checksum(bytes[0..<(expected - checksumSize)])
+        let intact = sum.withUnsafeBytes { a in bytes[(expected - checksumSize)...].withUnsafeBytes { GenericHash.equal(a, $0) } }
+        guard intact else { throw corrupt("its checksum does not match: it was damaged") }
         let kdf = Argon2Parameters(opsLimit: bytes.readBE(UInt64.self, at: 28), memLimit: bytes.readBE(UInt64.self, at: 36))
         guard kdf.isValid else { throw corrupt("Argon2id parameters out of range") }
         var entries: [KeybagEntry] = []
@@ -121,7 +129,12 @@ struct KeybagContents: Equatable, Sendable {
         let contents = KeybagContents(
             domainID: try DomainID(bytes: Array(bytes[12..<28])), kdf: kdf, salt: Array(bytes[44..<60]),
             recoveryPublicKey: Array(bytes[60..<92]), entries: entries)
-        return (contents, bytes[0..<at], Array(bytes[at...]))
+        return (contents, bytes[0..<at], Array(bytes[at..<(at + macSize)]))
+    }
+
+    /// The unkeyed BLAKE2b-256 checksum of `bytes`.
+    static func checksum(_ bytes: ArraySlice<UInt8>) throws(ProtectionError) -> [UInt8] {
+        try bytes.withUnsafeBytes { b in Result { () throws(ProtectionError) in try crypto { () throws(CryptoError) in try GenericHash.hash(b) } } }.get()
     }
 
     static func corrupt(_ what: String) -> ProtectionError {
