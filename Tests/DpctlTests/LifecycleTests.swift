@@ -67,13 +67,13 @@ final class LifecycleTests: DpctlTestCase {
 
     func testTimeoutLocksByItselfThroughTheKernelsKeyExpiry() throws {
         try initDomain()
-        try ok(["unlock", "--passphrase-file", passphraseFile, "--timeout", "1s"])
+        try ok(["unlock", "--passphrase-file", passphraseFile, "--timeout", "3s"])
+        let deadline = try XCTUnwrap(try status()["autoLockDeadline"] as? Int)
+        XCTAssertEqual(Double(deadline), Date().timeIntervalSince1970 + 3, accuracy: 2)
         try ok(["put", "--class", "complete", dir + "/a"], input: Data("a".utf8))
         try ok(["put", "--class", "C", dir + "/c"], input: Data("c".utf8))
-        let deadline = try XCTUnwrap(try status()["autoLockDeadline"] as? Int)
-        XCTAssertEqual(Double(deadline), Date().timeIntervalSince1970, accuracy: 3)
         let locked = try eventually(within: .seconds(20)) { try dpctl(["cat", dir + "/a"]).status == 75 }
-        XCTAssertTrue(locked, "class complete did not lock by itself after --timeout 1s")
+        XCTAssertTrue(locked, "class complete did not lock by itself after --timeout 3s")
         XCTAssertEqual(try unlocked(), [false, false, true, true])
         XCTAssertEqual(try ok(["cat", dir + "/c"]).out, "c", "class C has no timeout: it stays until lock --evict-all")
         XCTAssertTrue(try status()["autoLockDeadline"] is NSNull)
