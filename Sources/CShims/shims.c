@@ -35,3 +35,5 @@ int dp_fcntl_lock(int fd, int cmd, short type, short whence, int64_t start, int6
     }
     return rc;
 }
+
+int dp_syncfs(int fd) { return syncfs(fd); }

@@ -30,6 +30,9 @@ int dp_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 /// fcntl(2) with a struct flock argument (the OFD commands need it).
 int dp_fcntl_lock(int fd, int cmd, short type, short whence, int64_t start, int64_t len, int32_t *out_pid);
 
+/// syncfs(2): commits every file system buffer of the file system holding `fd`.
+int dp_syncfs(int fd);
+
 #ifdef __cplusplus
 }
 #endif

@@ -198,23 +198,31 @@ public final class ProtectionDomain: Sendable {
         logger?.info("wiped domain \(id)")
     }
 
-    /// Argon2id parameters taking about `target` on this machine: memory scaled from a short measurement at 3 passes.
+    /// Argon2id parameters taking about `target` on this machine: 3 passes, memory scaled to fit.
     ///
     /// Memory is what makes guessing costly on GPUs, so the passes stay at 3
-    /// (libsodium's moderate preset) and the memory is scaled between 64 MiB and 1 GiB.
+    /// (libsodium's moderate preset) and the memory is scaled between 64 MiB
+    /// and 1 GiB: a probe at 64 MiB gives a first estimate, a run at that
+    /// estimate corrects it (large allocations cost more per MiB here: fresh
+    /// pages are slow to touch in a VM).
     public static func calibrateKDF(target: Duration = .milliseconds(500)) throws(ProtectionError) -> Argon2Parameters {
-        let probe = Argon2Parameters(opsLimit: 3, memLimit: 64 << 20)
-        let pass = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 16) }
-        let salt = [UInt8](repeating: 0, count: PasswordHash.saltSize)
-        let clock = ContinuousClock()
-        let start = clock.now
-        _ = try crypto { () throws(CryptoError) in try PasswordHash.deriveKey(passphrase: pass, salt: salt, parameters: probe) }
-        let took = clock.now - start
-        let ratio = (Double(target.components.seconds) + Double(target.components.attoseconds) / 1e18)
-            / max(1e-3, Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
-        let mib = min(1024, max(64, Int((64 * ratio).rounded())))
+        let goal = seconds(target)
+        func run(_ mib: Int) throws(ProtectionError) -> Double {
+            let pass = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 16) }
+            let salt = [UInt8](repeating: 0, count: PasswordHash.saltSize)
+            let clock = ContinuousClock(), start = clock.now
+            _ = try crypto { () throws(CryptoError) in
+                try PasswordHash.deriveKey(passphrase: pass, salt: salt, parameters: Argon2Parameters(opsLimit: 3, memLimit: UInt64(mib) << 20))
+            }
+            return max(1e-3, seconds(clock.now - start))
+        }
+        func clamp(_ x: Double) -> Int { min(1024, max(64, Int(x.rounded()))) }
+        let estimate = clamp(64 * goal / (try run(64)))
+        let mib = clamp(Double(estimate) * goal / (try run(estimate)))
         return Argon2Parameters(opsLimit: 3, memLimit: UInt64(mib) << 20)
     }
+
+    private static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 }
 
 extension Keybag {

@@ -1,3 +1,4 @@
+internal import CShims
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -30,9 +31,10 @@ public struct RotationReport: Sendable {
 ///
 /// Text, one record per line: `dp-rotation-v1 <class> <to> <from,…>`, then
 /// `file <hex path>` lines, `end`, then `done <index>` lines appended as files
-/// are rewrapped. The head is written atomically (up to `end`); `done` lines
-/// are appended. Rewrapping is idempotent, so a lost `done` line costs one
-/// header check, never a wrong key.
+/// are rewrapped and made durable (in batches: rewrapped headers, `syncfs`,
+/// then the records, then an fsync of the journal). The head is written
+/// atomically (up to `end`). Rewrapping is idempotent, so a lost `done` line
+/// costs one header check, never a wrong key.
 struct RotationJournal: Sendable {
     var protectionClass: ProtectionClass
     var to: UInt32
@@ -151,22 +153,26 @@ extension ProtectionDomain {
         let rewrapper = ProtectedFiles(keys: InMemoryClassKeys(keys.filter { $0.protectionClass == c }), options: files.options, io: io)
         var rewrapped = 0, missing = 0, interrupted = false
         var failures: [ProtectionError] = []
-        let appender = try JournalAppender(location.journalPath, io: io)
+        // Headers are rewritten without a per-file fsync; each batch is made durable with one
+        // syncfs per file system before its `done` records are appended, so a recorded file is
+        // really done, and an unrecorded one is simply checked again on resume.
+        let batch = DurableBatch(journal: try JournalAppender(location.journalPath, io: io))
         for (i, path) in journal.files.enumerated() where !journal.done.contains(i) {
             do throws(ProtectionError) {
-                if case .rewrapped = try rewrapper.rewrap(path, to: c, generation: journal.to) { rewrapped += 1 }
-                try appender.append(i)
-                journal.done.insert(i)
+                if case .rewrapped = try rewrapper.rewrap(path, to: c, generation: journal.to, sync: false) { rewrapped += 1 }
+                try batch.add(i, path)
             } catch where error.code == .notFound {
                 missing += 1
-                try appender.append(i)
-                journal.done.insert(i)
+                try batch.add(i, nil)
             } catch {
                 failures.append(error)
             }
-            if !progress(RotationProgress(done: journal.done.count, total: journal.files.count, path: path)) { interrupted = true; break }
+            journal.done.formUnion(batch.recorded)
+            if !progress(RotationProgress(done: journal.done.count + batch.pendingCount, total: journal.files.count, path: path)) { interrupted = true; break }
         }
-        try appender.close()
+        try batch.flush()
+        journal.done.formUnion(batch.recorded)
+        try batch.close()
         let report = RotationReport(protectionClass: c, from: journal.from, to: journal.to, rewrapped: rewrapped, missing: missing, interrupted: interrupted, resumed: resumed)
         if interrupted { return report }
         if let first = failures.first {
@@ -197,12 +203,51 @@ extension ProtectionDomain {
     }
 }
 
-/// Appends `done <index>` records to the rotation journal; fsyncs every 256 records and on close.
+/// Rewrapped files waiting to be made durable together, then recorded as done in the journal.
+private final class DurableBatch {
+    static let size = 1024
+    let journal: JournalAppender
+    private var pending: [Int] = []
+    private var fileSystems: [UInt64: String] = [:]  // st_dev → a path on it, for syncfs
+    private(set) var recorded: Set<Int> = []
+    var pendingCount: Int { pending.count }
+
+    init(journal: JournalAppender) { self.journal = journal }
+
+    /// Adds file `index` (at `path`, or nil when it no longer exists); flushes every `size` files.
+    func add(_ index: Int, _ path: String?) throws(ProtectionError) {
+        pending.append(index)
+        if let path {
+            var st = stat()
+            if fstatat(AT_FDCWD, path, &st, 0) == 0, fileSystems[UInt64(st.st_dev)] == nil { fileSystems[UInt64(st.st_dev)] = path }
+        }
+        if pending.count >= Self.size { try flush() }
+    }
+
+    /// syncfs on every file system touched, then the `done` records, then an fsync of the journal.
+    func flush() throws(ProtectionError) {
+        guard !pending.isEmpty else { return }
+        for path in fileSystems.values {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw ProtectionError.errno(errno, "sync the file system of", path) }
+            defer { Glibc.close(fd) }
+            guard dp_syncfs(fd) == 0 else { throw ProtectionError.errno(errno, "sync the file system of", path) }
+        }
+        for i in pending { try journal.append(i) }
+        try journal.sync()
+        recorded.formUnion(pending)
+        pending.removeAll()
+        fileSystems.removeAll()
+    }
+
+    func close() throws(ProtectionError) { try journal.close() }
+}
+
+/// Appends `done <index>` records to the rotation journal.
 private final class JournalAppender {
     let fd: Int32
     let path: String
     let io: any FileIO
-    var unsynced = 0
 
     init(_ path: String, io: any FileIO) throws(ProtectionError) {
         self.path = path
@@ -213,13 +258,15 @@ private final class JournalAppender {
     func append(_ i: Int) throws(ProtectionError) {
         do throws(SystemError) {
             try Array("done \(i)\n".utf8).span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
-            unsynced += 1
-            if unsynced >= 256 { try io.fsync(fd); unsynced = 0 }
         } catch { throw .errno(error.errno, "append to", path) }
+    }
+
+    func sync() throws(ProtectionError) {
+        do throws(SystemError) { try io.fsync(fd) } catch { throw .errno(error.errno, "sync", path) }
     }
 
     func close() throws(ProtectionError) {
         defer { io.close(fd) }
-        do throws(SystemError) { try io.fsync(fd) } catch { throw .errno(error.errno, "sync", path) }
+        try sync()
     }
 }

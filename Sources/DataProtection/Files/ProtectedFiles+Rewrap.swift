@@ -27,11 +27,13 @@ extension ProtectedFiles {
     ///   - path: a protected file.
     ///   - c: the class to wrap for.
     ///   - generation: the class-key generation; default: the provider's current one.
+    ///   - sync: fsync the file before returning; a caller that rewraps many files
+    ///     may pass false and make them durable together (`syncfs`), as rotation does.
     /// - Throws: `.locked` when the old class key (or, for A and C, the new one) is
     ///   unavailable; `.authenticationFailed` for a header that does not authenticate;
     ///   `.notProtected`, `.notFound`, `.io`.
     @discardableResult
-    public func rewrap(_ path: String, to c: ProtectionClass, generation: UInt32? = nil) throws(ProtectionError) -> RewrapOutcome {
+    public func rewrap(_ path: String, to c: ProtectionClass, generation: UInt32? = nil, sync: Bool = true) throws(ProtectionError) -> RewrapOutcome {
         let fd: Int32
         do throws(SystemError) { fd = try io.open(path, flags: O_RDWR, mode: 0) } catch { throw ProtectionError.errno(error.errno, "rewrap", path) }
         defer { io.close(fd) }
@@ -57,7 +59,7 @@ extension ProtectedFiles {
             header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
             do throws(SystemError) {
                 try header.encoded().span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
-                try io.fsync(fd)
+                if sync { try io.fsync(fd) }
             } catch { throw ProtectionError.errno(error.errno, "rewrap", path) }
             return .rewrapped(from: old.0, generation: old.1)
         } catch {
