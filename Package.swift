@@ -47,7 +47,8 @@ let package = Package(
             dependencies: [
                 "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims",
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ],
+            exclude: ["Domain/README.md"]),
         // Measures unlock, key fetch per open, passphrase change at 10 vs 10,000 files, rotation (BENCHMARKS.md).
         .executableTarget(name: "dp-keybench", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"]),
         .executableTarget(
@@ -55,7 +56,8 @@ let package = Package(
             dependencies: [
                 "DataProtection",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]),
+            ],
+            exclude: ["README.md"]),
 
         .testTarget(
             name: "ProtectionCryptoTests", dependencies: ["ProtectionCrypto"],

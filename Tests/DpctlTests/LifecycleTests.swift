@@ -33,7 +33,9 @@ final class LifecycleTests: DpctlTestCase {
         XCTAssertEqual(try ok(["cat", "\(dir)/completeUntilFirstUserAuthentication"]).out, "secret completeUntilFirstUserAuthentication\n")
         // Create while locked: B works (public key), A fails and leaves nothing behind.
         try ok(["put", "--class", "B", "\(dir)/b-locked"], input: Data("b".utf8))
-        XCTAssertEqual(try dpctl(["put", "--class", "A", "\(dir)/a-locked"], input: Data("a".utf8)).status, 75)
+        let lockedPut = try dpctl(["put", "--class", "A", "\(dir)/a-locked"], input: Data("a".utf8))
+        XCTAssertEqual(lockedPut.status, 75)
+        XCTAssertTrue(lockedPut.stderr.hasPrefix("dpctl: error: unable to create '\(dir)/a-locked': class complete is locked"), lockedPut.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/a-locked"))
         XCTAssertTrue(try FileManager.default.contentsOfDirectory(atPath: dir).allSatisfy { !$0.hasSuffix(".tmp") })
 

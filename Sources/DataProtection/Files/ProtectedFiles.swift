@@ -139,6 +139,11 @@ public final class ProtectedFiles: Sendable {
     /// is sealed to the class public key.
     /// - Throws: `.alreadyExists`, `.locked`, `.invalidArgument` (bad options), `.io`.
     public func create(_ path: String, protection: ProtectionClass) throws(ProtectionError) -> ProtectedFileHandle {
+        try create(path, protection: protection, reportedAs: path)
+    }
+
+    /// `create`, with errors about the file attributed to `shown` (the destination of an atomic replace, not its temporary name).
+    func create(_ path: String, protection: ProtectionClass, reportedAs shown: String) throws(ProtectionError) -> ProtectedFileHandle {
         guard let shift = options.chunkShift else {
             throw ProtectionError(.invalidArgument, "unable to create '\(path)': chunk size \(options.chunkSize) is not a power of two from 4 KiB to 16 MiB", path: path)
         }
@@ -178,7 +183,7 @@ public final class ProtectedFiles: Sendable {
             }
             return h
         } catch {
-            throw error.about(path, "create")
+            throw error.about(shown, "create")
         }
     }
 
@@ -259,7 +264,7 @@ public final class ProtectedFiles: Sendable {
     func replace(_ path: String, protection: ProtectionClass, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
         let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
         let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
-        let h = try create(tmp, protection: protection)
+        let h = try create(tmp, protection: protection, reportedAs: path)
         do throws(ProtectionError) {
             try fill(h)
             try h.sync()
