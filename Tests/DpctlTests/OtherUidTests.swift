@@ -4,7 +4,9 @@ import XCTest
 /// Another uid can neither read the class keys from the keyring nor unlock the domain's files — even with every file on disk readable.
 final class OtherUidTests: DpctlTestCase {
     private let keyctl = "/usr/bin/keyctl"
-    private let user = "dpkeytest"
+    /// Our own throwaway user: `dpkeytest`, shared with other suites on this machine, was seen
+    /// deleted in the middle of a run by something outside this package.
+    private let user = "dpkeybagtest"
 
     func testAnotherUidCanReadNeitherTheClassKeysNorTheProtectedFiles() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root: creates the throwaway user \(user) and switches to it; run `sudo swift test`") }

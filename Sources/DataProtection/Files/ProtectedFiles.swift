@@ -232,18 +232,9 @@ public final class ProtectedFiles: Sendable {
 
     /// Unwraps the per-file key of `header`, derives its keys and checks the header MAC.
     func fileKeys(for header: FileHeader) throws(ProtectionError) -> FileKeys {
-        let fixed = header.fixedBytes()
-        let fileKey = try header.wrappedKey.span.bytes.withUnsafeBytes { (w) throws(ProtectionError) -> SecretBytes in
-            try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) -> SecretBytes in
-                try keys.unwrapFileKey(w, for: header.protectionClass, generation: header.classKeyGeneration, ad: ad)
-            }
-        }
+        let fileKey = try unwrapFileKey(header)
         let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
-        let mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
-        let ok = mac.withUnsafeBytes { a in header.mac.withUnsafeBytes { GenericHash.equal(a, $0) } }
-        guard ok else {
-            throw ProtectionError(.authenticationFailed, "the header failed authentication; it was altered; restore the file from a backup")
-        }
+        try checkMAC(header, fk)
         return fk
     }
 
