@@ -112,9 +112,14 @@ final class LifecycleTests: DpctlTestCase {
     func testHelpDocumentsExitCodesAndCompletionsAreGenerated() throws {
         let help = try ok(["--help"]).out
         for code in ["64", "65", "66", "69", "74", "75", "77"] { XCTAssertTrue(help.contains("  \(code) "), "exit code \(code) missing from --help") }
+        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../docs").standardized.path
         for shell in ["bash", "zsh", "fish"] {
             let script = try ok(["--generate-completion-script", shell]).out
             XCTAssertTrue(script.contains("unlock") && script.contains("set-class"), shell)
+            let committed = try String(contentsOfFile: "\(docs)/completions/dpctl.\(shell)", encoding: .utf8)
+            XCTAssertEqual(committed, script, "docs/completions/dpctl.\(shell) is stale; regenerate it (Sources/dpctl/README.md)")
         }
+        let manual = try String(contentsOfFile: "\(docs)/man/dpctl.1", encoding: .utf8)
+        for command in ["init", "unlock", "lock", "status", "rotate", "set-class"] { XCTAssertTrue(manual.contains(command), "man page lacks \(command)") }
     }
 }
