@@ -88,7 +88,8 @@ for i in 0..<runs {
     change10.append(try time { try small.changePassphrase(old: o, new: n) })
     changeN.append(try time { try big.changePassphrase(old: o, new: n) })
 }
-print(String(format: "passphrase change, 10 files: %.3f s; %d files: %.3f s; ratio %.2f", median(change10), bigCount, median(changeN), median(changeN) / median(change10)))
+print(String(format: "passphrase change, 10 files: %.3f s (min %.3f, max %.3f); %d files: %.3f s (min %.3f, max %.3f); ratio of medians %.2f",
+    median(change10), change10.min()!, change10.max()!, bigCount, median(changeN), changeN.min()!, changeN.max()!, median(changeN) / median(change10)))
 
 // 4. Rotation throughput (class complete, N one-byte files; the run includes one Argon2id derivation).
 var firstFile: ContinuousClock.Instant?

@@ -17,7 +17,7 @@ struct Init: ParsableCommand {
         let secret = try passphrase.source.read(confirm: true)
         let params = try kdf.parameters(keepIfUnset: false)!
         _ = try ProtectionDomain.create(at: location, passphrase: secret, kdf: params, keyStore: try domain.keyStore()) { (key) throws(ProtectionError) in
-            note("Created the protection domain at '\(location.home)' (Argon2id: \(params.opsLimit) passes, \(params.memLimit >> 20) MiB).")
+            note("Created the protection domain at '\(location.home)' (Argon2id: \(params.opsLimit) passes, \(params.memLimit >= 1 << 20 ? "\(params.memLimit >> 20) MiB" : "\(params.memLimit >> 10) KiB")).")
             note("Recovery key (shown only now; store it offline — it unlocks this domain without the passphrase):")
             let shown: Bool
             do { shown = try key.withText { text in writeAll(1, text) && [UInt8(10)].withUnsafeBytes { writeAll(1, $0) } } } catch {

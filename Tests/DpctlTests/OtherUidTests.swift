@@ -11,8 +11,12 @@ final class OtherUidTests: DpctlTestCase {
     func testAnotherUidCanReadNeitherTheClassKeysNorTheProtectedFiles() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root: creates the throwaway user \(user) and switches to it; run `sudo swift test`") }
         if try run("/usr/bin/id", ["-u", user]).status != 0 {
-            let created = try run("/usr/sbin/useradd", ["--system", "--no-create-home", user])
-            XCTAssertTrue(created.status == 0 || created.status == 9, "useradd: \(created.stderr)")  // 9: created meanwhile
+            var created = try run("/usr/sbin/useradd", ["--system", "--no-create-home", user])
+            // 9: the user or its group exists (created meanwhile, or a deleted user left its group).
+            if created.status == 9, try run("/usr/bin/id", ["-u", user]).status != 0 {
+                created = try run("/usr/sbin/useradd", ["--system", "--no-create-home", "-g", user, user])
+            }
+            XCTAssertEqual(try run("/usr/bin/id", ["-u", user]).status, 0, "useradd \(user): \(created.stderr)")
         }
         try initDomain()
         try ok(["unlock", "--passphrase-file", passphraseFile])
