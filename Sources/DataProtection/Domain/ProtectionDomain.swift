@@ -202,9 +202,10 @@ public final class ProtectionDomain: Sendable {
     ///
     /// Memory is what makes guessing costly on GPUs, so the passes stay at 3
     /// (libsodium's moderate preset) and the memory is scaled between 64 MiB
-    /// and 1 GiB: a probe at 64 MiB gives a first estimate, a run at that
-    /// estimate corrects it (large allocations cost more per MiB here: fresh
-    /// pages are slow to touch in a VM).
+    /// and 1 GiB: probes at 64 MiB give a first estimate, runs at that
+    /// estimate correct it (large allocations cost more per MiB here: fresh
+    /// pages are slow to touch in a VM). Each step keeps the fastest of its
+    /// runs, since other load on the machine only ever slows a run down.
     public static func calibrateKDF(target: Duration = .milliseconds(500)) throws(ProtectionError) -> Argon2Parameters {
         let goal = seconds(target)
         func run(_ mib: Int) throws(ProtectionError) -> Double {
@@ -217,8 +218,8 @@ public final class ProtectionDomain: Sendable {
             return max(1e-3, seconds(clock.now - start))
         }
         func clamp(_ x: Double) -> Int { min(1024, max(64, Int(x.rounded()))) }
-        let estimate = clamp(64 * goal / (try run(64)))
-        let mib = clamp(Double(estimate) * goal / (try run(estimate)))
+        let estimate = clamp(64 * goal / min(try run(64), try run(64), try run(64)))
+        let mib = clamp(Double(estimate) * goal / min(try run(estimate), try run(estimate)))
         return Argon2Parameters(opsLimit: 3, memLimit: UInt64(mib) << 20)
     }
 
