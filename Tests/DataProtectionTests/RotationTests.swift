@@ -18,6 +18,10 @@ final class RotationTests: DomainTestCase {
             bodies[p] = try readBytes(p)
         }
         try writeBytes([1, 2, 3], root + "/files/plain.txt")  // not protected: ignored
+        assertProtectionError([.invalidArgument], "a rotation without paths would orphan every file") {
+            _ = try d.rotate(.complete, paths: [], passphrase: try self.secret("correct horse"))
+        }
+        XCTAssertEqual(try d.status().classes[0].generations, [1])
         var seen: [Int] = []
         let r = try d.rotate(.complete, paths: [root + "/files"], passphrase: try secret("correct horse")) { p in seen.append(p.done); return true }
         XCTAssertEqual(r.from, [1])

@@ -47,6 +47,30 @@ final class LifecycleTests: DpctlTestCase {
         XCTAssertEqual(try ok(["cat", "\(dir)/complete", "\(dir)/b-locked"]).out, "secret complete\nb")
     }
 
+    /// The default: keys under the user keyring @u, shared by every session of the uid. Each dpctl runs in a
+    /// fresh anonymous session (`keyctl session -`), so none possesses the keyring another one created.
+    func testDefaultUserKeyringIsSharedAcrossSessions() throws {
+        let user = ["DATAPROTECTION_KEYRING": "user"]
+        func inNewSession(_ args: [String]) throws -> Run { try run("/usr/bin/keyctl", ["session", "-", dpctlPath] + args, env: user) }
+        XCTAssertEqual(try run(dpctlPath, ["init", "--passphrase-file", passphraseFile, "--kdf-preset", "minimum"], env: user).status, 0)
+        defer { _ = try? inNewSession(["lock", "--evict-all"]) }  // leave nothing in @u
+        XCTAssertEqual(try inNewSession(["unlock", "--passphrase-file", passphraseFile, "--timeout", "600"]).status, 0)
+        XCTAssertEqual(try inNewSession(["put", "--class", "A", dir + "/a"]).status, 0)
+        XCTAssertEqual(try inNewSession(["cat", dir + "/a"]).status, 0)
+        let again = try inNewSession(["unlock", "--passphrase-file", passphraseFile])  // re-unlock from another session: no timeout now
+        XCTAssertEqual(again.status, 0, again.stderr)
+        let status = try inNewSession(["status", "--json"])
+        let parsed = try XCTUnwrap(try JSONSerialization.jsonObject(with: status.stdout) as? [String: Any])
+        XCTAssertEqual(parsed["keyring"] as? String, "@u")
+        XCTAssertTrue(parsed["autoLockDeadline"] is NSNull, "a later unlock without --timeout clears the deadline")
+        XCTAssertEqual(try inNewSession(["lock"]).status, 0)
+        XCTAssertEqual(try inNewSession(["cat", dir + "/a"]).status, 75)
+        XCTAssertEqual(try inNewSession(["lock", "--evict-all"]).status, 0)
+        let domainID = try XCTUnwrap(parsed["domain"] as? String)
+        let gone = try eventually(within: .seconds(10)) { try run("/usr/bin/keyctl", ["search", "@u", "keyring", "dataprotection:\(domainID)"]).status != 0 }
+        XCTAssertTrue(gone, "lock --evict-all must remove the domain keyring from @u")
+    }
+
     func testWrongPassphraseGivesItsExitCodeAndLeavesTheKeybagByteIdentical() throws {
         try initDomain()
         let keybag = try bytes(home + "/keybag")

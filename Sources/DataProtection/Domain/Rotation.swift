@@ -107,7 +107,8 @@ extension ProtectionDomain {
     ///
     /// - Parameters:
     ///   - c: the class to rotate.
-    ///   - paths: files and directories to search (recursively) for protected files of `c`.
+    ///   - paths: files and directories to search (recursively) for protected files of `c`;
+    ///     required to start a rotation, ignored when resuming one.
     ///   - passphrase: needed to wrap the new class key into the keybag.
     ///   - progress: called after each file; return false to stop early (resumable).
     /// - Throws: `.wrongPassphrase`; `.invalidArgument` when another class's rotation is unfinished;
@@ -130,6 +131,10 @@ extension ProtectionDomain {
             journal = j
             resumed = true
         } else {
+            // With no paths every file of the class would lose its key when the old generation goes.
+            guard !paths.isEmpty else {
+                throw ProtectionError(.invalidArgument, "name the files or directories that hold the domain's \(c) files: `dpctl rotate --class \(c.name) DIR...`; files of the class outside them become unreadable when the rotation finishes")
+            }
             let gens = bag.generations[c] ?? []
             let to = (gens.last ?? 0) + 1
             journal = RotationJournal(protectionClass: c, to: to, from: gens, files: try protectedFiles(of: c, under: paths, excluding: to))
