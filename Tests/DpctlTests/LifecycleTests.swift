@@ -103,6 +103,9 @@ final class LifecycleTests: DpctlTestCase {
         XCTAssertEqual(try unlocked(), [false, false, true, true])
         XCTAssertEqual(try ok(["cat", dir + "/c"]).out, "c", "class C has no timeout: it stays until lock --evict-all")
         XCTAssertTrue(try status()["autoLockDeadline"] is NSNull)
+        // Unlocking again replaces the expired keys.
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        XCTAssertEqual(try ok(["cat", dir + "/a"]).out, "a")
     }
 
     func testPassphraseNeverComesFromArgvOrWithoutATerminal() throws {
