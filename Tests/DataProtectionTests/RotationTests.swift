@@ -97,4 +97,24 @@ final class RotationTests: DomainTestCase {
         XCTAssertEqual(try d.status().classes[3].generations, [2])
         XCTAssertEqual(try d.files.read(root + "/good"), [1])
     }
+
+    /// Relative paths are recorded absolute, so a resume from another directory finds the same files;
+    /// the auto-lock deadline of an unlock with a timeout survives the rotation.
+    func testResumeFromAnotherDirectoryAndDeadlineSurvive() throws {
+        let (d, _) = try makeDomain()
+        try d.unlock(passphrase: try secret("correct horse"), timeout: 600)
+        try FileManager.default.createDirectory(atPath: root + "/files", withIntermediateDirectories: true)
+        for i in 0..<3 { try d.files.write([UInt8(i)], to: "\(root)/files/f\(i)", protection: .complete) }
+        let cwd = FileManager.default.currentDirectoryPath
+        defer { FileManager.default.changeCurrentDirectoryPath(cwd) }
+        FileManager.default.changeCurrentDirectoryPath(root)
+        XCTAssertTrue(try d.rotate(.complete, paths: ["files"], passphrase: try secret("correct horse")) { _ in false }.interrupted)
+        FileManager.default.changeCurrentDirectoryPath("/")
+        let r = try d.rotate(.complete, paths: [], passphrase: try secret("correct horse"))
+        XCTAssertEqual(r.missing, 0)
+        XCTAssertEqual(r.rewrapped, 2)
+        for i in 0..<3 { XCTAssertEqual(try d.files.info("\(root)/files/f\(i)").classKeyGeneration, 2) }
+        XCTAssertNotNil(try d.status().autoLockDeadline, "rotation must not clear the auto-lock deadline")
+        XCTAssertEqual(try d.status().classes[0].keySerials.keys.sorted(), [2])
+    }
 }

@@ -19,8 +19,10 @@ protocol ClassKeyStore: Sendable {
     func secret(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> SecretBytes?
     /// Installs `keys`, expiring after `timeout` seconds when given (classes A and B only; C never expires).
     func install(_ keys: [ClassKey], timeout: UInt32?) throws(ProtectionError)
-    /// Removes every generation of `classes`; `all` also removes the store itself.
+    /// Locks: removes every generation of `classes` and the auto-lock deadline; `all` also removes the store itself.
     func evict(_ classes: Set<ProtectionClass>, generations: [ProtectionClass: [UInt32]], all: Bool) throws(ProtectionError)
+    /// Removes retired generations of `c` after a rotation, leaving the lock state as it is.
+    func retire(_ c: ProtectionClass, generations: [UInt32]) throws(ProtectionError)
     /// The kernel key serial of generation `g` of `c`, if it is unlocked (nil for the in-process store).
     func serial(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> Int32?
     /// Whether generation `g` of `c` is present.
@@ -69,6 +71,11 @@ final class KernelKeyStore: ClassKeyStore {
         serials.withLock { $0.removeAll() }
     }
 
+    func retire(_ c: ProtectionClass, generations: [UInt32]) throws(ProtectionError) {
+        try ring.evict([c], generations: [c: generations], deadline: false)
+        serials.withLock { $0.removeAll() }
+    }
+
     func serial(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> Int32? { try ring.find(ring.keyName(c, g))?.rawValue }
     func isPresent(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> Bool { try serial(c, g) != nil }
     func deadline() throws(ProtectionError) -> Int64? { try ring.deadline() }
@@ -109,6 +116,10 @@ final class ProcessKeyStore: ClassKeyStore {
             }
         }
         expiry.withLock { $0 = nil }
+    }
+
+    func retire(_ c: ProtectionClass, generations: [UInt32]) throws(ProtectionError) {
+        keys.withLock { t in for g in generations { t.removeValue(forKey: name(c, g)) } }
     }
 
     func serial(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> Int32? { nil }

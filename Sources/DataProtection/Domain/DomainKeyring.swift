@@ -127,14 +127,14 @@ struct DomainKeyring: Sendable {
         return s
     }
 
-    /// Invalidates every generation of `classes` (given the generations the keybag lists), and the deadline.
-    func evict(_ classes: Set<ProtectionClass>, generations: [ProtectionClass: [UInt32]]) throws(ProtectionError) {
+    /// Invalidates every generation of `classes` (given the generations the keybag lists), and the deadline record if asked.
+    func evict(_ classes: Set<ProtectionClass>, generations: [ProtectionClass: [UInt32]], deadline: Bool = true) throws(ProtectionError) {
         for c in classes {
             for g in generations[c] ?? [] {
                 if let k = try find(keyName(c, g)) { try invalidate(k) }
             }
         }
-        if let k = try find(deadlineName) { try invalidate(k) }
+        if deadline, let k = try find(deadlineName) { try invalidate(k) }
     }
 
     /// Invalidates the whole domain keyring (and with it every key only it holds).

@@ -108,7 +108,9 @@ extension ProtectionDomain {
     /// - Parameters:
     ///   - c: the class to rotate.
     ///   - paths: files and directories to search (recursively) for protected files of `c`;
-    ///     required to start a rotation, ignored when resuming one.
+    ///     required to start a rotation, ignored when resuming one. The journal records
+    ///     absolute paths; a listed file that no longer exists counts as done (deleted),
+    ///     so do not move files of the class while a rotation is unfinished.
     ///   - passphrase: needed to wrap the new class key into the keybag.
     ///   - progress: called after each file; return false to stop early (resumable).
     /// - Throws: `.wrongPassphrase`; `.invalidArgument` when another class's rotation is unfinished;
@@ -187,7 +189,7 @@ extension ProtectionDomain {
         bag.contents.entries.removeAll { $0.protectionClass == c && journal.from.contains($0.generation) }
         try bag.save(location, device, io: io)
         cache.update(bag)
-        try store.evict([c], generations: [c: journal.from], all: false)
+        try store.retire(c, generations: journal.from)
         do throws(SystemError) {
             try io.unlink(location.journalPath)
             try io.syncDirectory(of: location.journalPath)
@@ -199,7 +201,11 @@ extension ProtectionDomain {
     func protectedFiles(of c: ProtectionClass, under paths: [String], excluding g: UInt32) throws(ProtectionError) -> [String] {
         var out = Set<String>()
         for p in paths {
-            try FileTree.walk(p) { (file) throws(ProtectionError) in
+            // Absolute paths in the journal: a resume from another working directory must find the same files.
+            guard let resolved = realpath(p, nil) else { throw ProtectionError.errno(errno, "find", p) }
+            let root = String(cString: resolved)
+            free(resolved)
+            try FileTree.walk(root) { (file) throws(ProtectionError) in
                 guard let info = try? files.info(file) else { return }  // not protected, or unreadable: not ours to rotate
                 if info.protectionClass == c && info.classKeyGeneration != g { out.insert(file) }
             }
