@@ -101,9 +101,9 @@ final class KeybagFormatTests: DomainTestCase {
         do {
             _ = try ProtectionDomain.open(at: location, keyStore: store)
             XCTFail("a world-readable device secret was accepted")
-        } catch let e as ProtectionError {
-            XCTAssertEqual(e.code, .insecurePermissions)
-            XCTAssertTrue(e.message.contains("chmod 600 '\(path)'"), e.message)
+        } catch {
+            XCTAssertEqual(error.code, .insecurePermissions)
+            XCTAssertTrue(error.message.contains("chmod 600 '\(path)'"), error.message)
         }
         chmod(path, 0o600)
         chmod(location.deviceDirectory, 0o755)

@@ -106,10 +106,10 @@ final class RotationTests: DomainTestCase {
         try FileManager.default.createDirectory(atPath: root + "/files", withIntermediateDirectories: true)
         for i in 0..<3 { try d.files.write([UInt8(i)], to: "\(root)/files/f\(i)", protection: .complete) }
         let cwd = FileManager.default.currentDirectoryPath
-        defer { FileManager.default.changeCurrentDirectoryPath(cwd) }
-        FileManager.default.changeCurrentDirectoryPath(root)
+        defer { _ = FileManager.default.changeCurrentDirectoryPath(cwd) }
+        XCTAssertTrue(FileManager.default.changeCurrentDirectoryPath(root))
         XCTAssertTrue(try d.rotate(.complete, paths: ["files"], passphrase: try secret("correct horse")) { _ in false }.interrupted)
-        FileManager.default.changeCurrentDirectoryPath("/")
+        XCTAssertTrue(FileManager.default.changeCurrentDirectoryPath("/"))
         let r = try d.rotate(.complete, paths: [], passphrase: try secret("correct horse"))
         XCTAssertEqual(r.missing, 0)
         XCTAssertEqual(r.rewrapped, 2)
