@@ -50,6 +50,14 @@ struct DomainKeyring: Sendable {
 
     /// The domain keyring, created if needed, and possessed by this process through `@p`.
     func ringForWriting() throws(ProtectionError) -> KeySerial {
+        if parent == .session {
+            // Without a session keyring of its own, `@s` is the user-session keyring for lookups,
+            // but linking into it makes the kernel create a throw-away one that dies with this process.
+            let own = try? keyring.id(of: .session), fallback = try? keyring.id(of: .userSession)
+            guard let own, own != fallback else {
+                throw ProtectionError(.invalidArgument, "DATAPROTECTION_KEYRING=session, but this process has no session keyring of its own, so the keys would vanish when it exits; run it inside `keyctl session - …` (or a login session with pam_keyinit), or unset DATAPROTECTION_KEYRING to use the user keyring")
+            }
+        }
         let existing = try findRing()
         do throws(KeyringError) {
             if let ring = existing {
