@@ -108,6 +108,8 @@ final class DomainTests: DomainTestCase {
         let k = Keyring()
         let ring = try k.search(.session, type: .keyring, description: "dataprotection:\(d.id)")
         XCTAssertEqual(try k.describe(ring).permissions, KeyPermissions.privateToOwner.union([.userWrite, .userLink]))
+        // The @p link that gave possession while installing is gone: a long-lived process keeps nothing linked.
+        XCTAssertFalse(((try? k.children(of: .process)) ?? []).contains(ring))
         for c in [ProtectionClass.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication] {
             let key = try k.search(.session, type: .user, description: "dataprotection:\(d.id):\(c.name):1")
             let a = try k.describe(key)

@@ -56,6 +56,7 @@ final class KernelKeyStore: ClassKeyStore {
 
     func install(_ keys: [ClassKey], timeout: UInt32?) throws(ProtectionError) {
         let r = try ring.ringForWriting()
+        defer { ring.releasePossession(of: r) }
         for k in keys where k.protectionClass != .none {
             let t = k.protectionClass == .completeUntilFirstUserAuthentication ? nil : timeout
             try ring.install(k, in: r, timeout: t)

@@ -70,6 +70,11 @@ struct DomainKeyring: Sendable {
         } catch { throw Self.translate(error) }
     }
 
+    /// Drops the `@p` link `ringForWriting` made, so a long-lived process does not keep every domain it unlocked linked (and counted against the uid's key quota).
+    func releasePossession(of ring: KeySerial) {
+        try? keyring.unlink(ring, from: .process)
+    }
+
     /// Puts a class key's secret into the domain keyring, expiring after `timeout` seconds if given.
     @discardableResult
     func install(_ key: ClassKey, in ring: KeySerial, timeout: UInt32?) throws(ProtectionError) -> KeySerial {
