@@ -39,7 +39,9 @@ struct Recover: ParsableCommand {
         let text = try SecretSource(fd: keyFD, file: keyFile, name: "recovery key", fdOption: "recovery-key-fd", fileOption: "recovery-key-file").read()
         let key = try RecoveryKey(text: text)
         let new = try newPassphrase.source.read(confirm: true)
-        _ = try ProtectionDomain.recover(at: location, recoveryKey: key, newPassphrase: new, kdf: try kdf.parameters(keepIfUnset: true), keyStore: try domain.keyStore())
+        // Calibrated afresh by default: this may be a new machine, and on this path the stored
+        // parameters are not authenticated (no device secret yet), so they are not trusted.
+        _ = try ProtectionDomain.recover(at: location, recoveryKey: key, newPassphrase: new, kdf: try kdf.parameters(keepIfUnset: false), keyStore: try domain.keyStore())
         note("recovered: new device secret and passphrase set; now run `dpctl\(Failure.homeArgument) unlock`")
     }
 }

@@ -83,6 +83,21 @@ final class DomainTests: DomainTestCase {
         XCTAssertEqual(try r.files.read("\(root)/none"), Array("none".utf8))
     }
 
+    /// On the recovery path only the seals authenticate, so a swapped class-B public key must be caught.
+    func testRecoveryRejectsASubstitutedClassBPublicKey() throws {
+        let (_, recovery) = try makeDomain()
+        var bytes = try readBytes(location.keybagPath)
+        var (contents, _, _) = try KeybagContents.parse(bytes)
+        let i = try XCTUnwrap(contents.entries.firstIndex { $0.protectionClass == .completeUnlessOpen })
+        contents.entries[i].publicKey = try X25519KeyPair.generate().publicKey.bytes
+        bytes = contents.body() + [UInt8](repeating: 0, count: 32)  // the MAC cannot be forged without the device secret
+        bytes += try KeybagContents.checksum(bytes[...])
+        try writeBytes(bytes, location.keybagPath)
+        assertProtectionError([.corruptKeybag]) {
+            _ = try ProtectionDomain.recover(at: self.location, recoveryKey: try RecoveryKey(text: try self.secret(recovery)), newPassphrase: try self.secret("n"), keyStore: self.store)
+        }
+    }
+
     func testWipeMakesEveryFileUnreadableAtOnce() throws {
         let (d, recovery) = try makeDomain()
         try d.unlock(passphrase: try secret("correct horse"))

@@ -88,7 +88,7 @@ struct Keybag: Sendable {
     func unwrapPassphraseClasses(_ kek: borrowing SecretBytes) throws(ProtectionError) -> [ClassKey] {
         var out: [ClassKey] = []
         for e in contents.entries where e.protectionClass != .none {
-            do throws(ProtectionError) { out.append(try unwrap(e, with: kek, recovery: false)) } catch where error.code == .authenticationFailed {
+            do throws(ProtectionError) { out.append(try unwrap(e, with: kek)) } catch where error.code == .authenticationFailed {
                 throw ProtectionError(.wrongPassphrase, "wrong passphrase for the domain at this home; try again, or use `dpctl recover` with the recovery key")
             }
         }
@@ -99,7 +99,7 @@ struct Keybag: Sendable {
     func unwrapNone(_ g: UInt32, _ device: borrowing DeviceSecret) throws(ProtectionError) -> ClassKey? {
         guard let e = contents.entry(.none, g) else { return nil }
         let k = try device.classNoneKey()
-        do throws(ProtectionError) { return try unwrap(e, with: k, recovery: false) } catch where error.code == .authenticationFailed {
+        do throws(ProtectionError) { return try unwrap(e, with: k) } catch where error.code == .authenticationFailed {
             throw KeybagContents.corrupt("the none class key does not authenticate under the device secret")
         }
     }
@@ -121,7 +121,14 @@ struct Keybag: Sendable {
                     }
                 }
             }
-            out.append(ClassKey(e.protectionClass, generation: e.generation, secret: SharedSecret(secret), publicKey: e.publicKey.map { try? X25519PublicKey(bytes: $0) } ?? nil))
+            // On this path nothing but the seals is authenticated (no device secret, no MAC), so class B's
+            // public key is recomputed from its private key: a substituted one would expose new files.
+            var pk: X25519PublicKey?
+            if e.protectionClass.usesPublicKeySealing {
+                pk = try crypto { () throws(CryptoError) in try X25519KeyPair(secretKey: try secret.duplicate()).publicKey }
+                guard pk?.bytes == e.publicKey else { throw KeybagContents.corrupt("the public key of class \(e.protectionClass) generation \(e.generation) does not match its private key") }
+            }
+            out.append(ClassKey(e.protectionClass, generation: e.generation, secret: SharedSecret(secret), publicKey: pk))
         }
         return out
     }
@@ -152,7 +159,7 @@ struct Keybag: Sendable {
         try ad.span.bytes.withUnsafeBytes { (a) throws(ProtectionError) in try crypto { () throws(CryptoError) in try KeyWrap.wrap(key, with: kek, ad: a) } }
     }
 
-    private func unwrap(_ e: KeybagEntry, with kek: borrowing SecretBytes, recovery: Bool) throws(ProtectionError) -> ClassKey {
+    private func unwrap(_ e: KeybagEntry, with kek: borrowing SecretBytes) throws(ProtectionError) -> ClassKey {
         let ad = KeybagContents.entryAD(domainID, e.protectionClass, e.generation, recovery: false)
         let secret = try e.wrapped.span.bytes.withUnsafeBytes { (w) throws(ProtectionError) in
             try ad.span.bytes.withUnsafeBytes { (a) throws(ProtectionError) in

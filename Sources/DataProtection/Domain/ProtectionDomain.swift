@@ -158,6 +158,9 @@ public final class ProtectionDomain: Sendable {
     ///
     /// Works on a copy of the home on a new machine (no device secret there),
     /// and after a forgotten passphrase. Idempotent: if it is interrupted, run it again.
+    /// Only the recovery seals authenticate on this path, so pass `kdf` (e.g.
+    /// `calibrateKDF()`) rather than trust the stored parameters of a copy
+    /// someone else may have altered; class B's public key is recomputed.
     /// - Throws: `.wrongPassphrase` for a mistyped or foreign recovery key; `.notFound`; `.corruptKeybag`.
     public static func recover(
         at location: DomainLocation, recoveryKey: borrowing RecoveryKey, newPassphrase: borrowing SecretBytes, kdf: Argon2Parameters? = nil,
