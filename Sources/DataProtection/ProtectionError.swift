@@ -37,6 +37,8 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         case wrongPassphrase
         /// The kernel keyring refused the operation (e.g. a seccomp profile).
         case keyringUnavailable
+        /// A file or directory holding secrets is readable or writable by others; the message names the `chmod` fix.
+        case insecurePermissions
         /// A system call failed with this errno.
         case io(Int32)
     }

@@ -51,6 +51,9 @@ long dp_unix_dgram_recv(int fd, void *buf, unsigned long cap, int timeout_ms, ch
 /// CPUs this process may run on (sched_getaffinity + CPU_COUNT); at least 1.
 int dp_available_cpus(void);
 
+/// syncfs(2): commits every file system buffer of the file system holding `fd`.
+int dp_syncfs(int fd);
+
 #ifdef __cplusplus
 }
 #endif
