@@ -66,6 +66,15 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         return ProtectionError(code, "unable to \(action) '\(path)': \(message)", path: path, underlying: underlying)
     }
 
+    /// The same error told about `path` instead of a temporary file standing in for it:
+    /// "unable to <action> '<path>': <reason>" (the cause stays in `underlying`).
+    func retargeted(_ path: String, _ action: String) -> ProtectionError {
+        guard let p = self.path, p != path else { return self }
+        var reason = message
+        if let r = message.firstRange(of: "'\(p)': ") { reason = String(message[r.upperBound...]) }
+        return ProtectionError(code, "unable to \(action) '\(path)': \(reason)", path: path, underlying: underlying ?? self)
+    }
+
     /// Wraps an errno from a system call on `path`.
     static func errno(_ err: Int32, _ action: String, _ path: String) -> ProtectionError {
         let fix: String

@@ -291,7 +291,8 @@ public final class ProtectedFiles: Sendable {
     func replace(_ path: String, protection: ProtectionClass, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
         let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
         let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
-        let h = try create(tmp, protection: protection, reportedAs: path)
+        let h: ProtectedFileHandle
+        do throws(ProtectionError) { h = try create(tmp, protection: protection, reportedAs: path) } catch { throw error.retargeted(path, "write") }
         do throws(ProtectionError) {
             try fill(h)
             try h.sync()
@@ -303,7 +304,7 @@ public final class ProtectedFiles: Sendable {
         } catch {
             h.close()
             try? io.unlink(tmp)
-            throw error.about(path, "write")
+            throw error.retargeted(path, "write").about(path, "write")
         }
     }
 }
