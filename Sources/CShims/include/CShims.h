@@ -30,6 +30,28 @@ int dp_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 /// fcntl(2) with a struct flock argument (the OFD commands need it).
 int dp_fcntl_lock(int fd, int cmd, short type, short whence, int64_t start, int64_t len, int32_t *out_pid);
 
+
+/// statfs(2) of `path`: stores the filesystem magic (f_type) in `out_type`.
+int dp_statfs_type(const char *path, int64_t *out_type);
+
+/// Sequentially consistent 64-bit atomics on memory shared between processes (an mmap'ed file).
+uint64_t dp_atomic_load_u64(const uint64_t *address);
+uint64_t dp_atomic_fetch_add_u64(uint64_t *address, uint64_t value);
+int64_t dp_atomic_fetch_add_i64(int64_t *address, int64_t value);
+
+/// A listening Unix stream socket bound at `path` (close-on-exec); -1 and errno on failure
+/// (ENAMETOOLONG when `path` does not fit in sockaddr_un).
+int dp_unix_listen(const char *path, int backlog);
+
+/// A Unix stream socket connected to `path` (close-on-exec); -1 and errno on failure.
+int dp_unix_connect(const char *path);
+
+/// accept4(2) with SOCK_CLOEXEC, retrying on EINTR; -1 and errno on failure.
+int dp_accept(int listener);
+
+/// poll(2) for readability of one descriptor: 1 readable (or hung up), 0 timeout, -1 error.
+int dp_poll_readable(int fd, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,128 @@
+// One coordination request from resolution to release: locks, nesting, snapshots and presenter phases.
+import Foundation
+
+/// The steps of one coordination, shared by the synchronous and async entry points.
+struct CoordinationOperation: Sendable {
+    let state: DomainState
+    let items: [ResolvedItem]
+    /// The coordination this one is nested in (same task or thread, same domain), if any.
+    let outer: CoordinationContext?
+    let scope: CancelScope
+    let generation: UInt64
+    let deadline: UInt64
+    let excluded: UInt64?
+    let presenterDeadline: Duration
+
+    var hub: PresenterHub { state.presenters }
+
+    private var plan: [(slot: UInt64, needs: SlotNeeds)] {
+        LockLayout.plan(items.map { ($0.relative, $0.intent.access) })
+    }
+
+    private var writtenPaths: Set<String> { Set(items.filter { !$0.isRead }.map(\.absolute)) }
+
+    func cursor(on lease: Lease) -> LockPlanCursor { LockPlanCursor(plan: plan, held: [:], fd: lease.fd) }
+
+    func acquirer(lease: Lease, nested: Bool) -> LockAcquirer {
+        LockAcquirer(
+            lease: lease, deadline: deadline, scope: scope, generation: generation,
+            itemPath: items.map(\.absolute).joined(separator: "', '"), nested: nested)
+    }
+
+    func context(lease: Lease) -> CoordinationContext {
+        var held: [UInt64: SlotNeeds] = [:]
+        for (slot, needs) in plan { held[slot] = needs }
+        return CoordinationContext(domain: state, lease: lease, held: held, written: writtenPaths)
+    }
+
+    // MARK: Nesting
+
+    /// Takes a nested request's extra locks on the outer lease (polling, never a kernel wait).
+    func acquireNestedBlocking(in outer: CoordinationContext) throws(CoordinationError) -> LockPlanCursor {
+        var cursor = LockPlanCursor(plan: plan, held: outer.held.withLock { $0 }, fd: outer.lease.fd)
+        do {
+            try acquirer(lease: outer.lease, nested: true).acquireBlocking(&cursor)
+        } catch {
+            cursor.rollBack()
+            throw error
+        }
+        commit(cursor, in: outer)
+        return cursor
+    }
+
+    /// The async form of `acquireNestedBlocking(in:)`.
+    func acquireNested(in outer: CoordinationContext) async throws(CoordinationError) -> LockPlanCursor {
+        var cursor = LockPlanCursor(plan: plan, held: outer.held.withLock { $0 }, fd: outer.lease.fd)
+        do {
+            try await acquirer(lease: outer.lease, nested: true).acquireAsync(&cursor)
+        } catch {
+            cursor.rollBack()
+            throw error
+        }
+        commit(cursor, in: outer)
+        return cursor
+    }
+
+    private func commit(_ cursor: LockPlanCursor, in outer: CoordinationContext) {
+        outer.held.withLock { held in
+            for (slot, _, after) in cursor.touched { held[slot] = after }
+        }
+        outer.written.withLock { $0.formUnion(writtenPaths) }
+    }
+
+    /// Gives back what a nested request added, leaving the outer coordination's locks as they were.
+    func endNested(_ cursor: LockPlanCursor, in outer: CoordinationContext) {
+        cursor.rollBack()
+        outer.held.withLock { held in
+            for (slot, before, _) in cursor.touched { held[slot] = before }
+        }
+    }
+
+    // MARK: forUploading snapshots
+
+    /// Whether every intent is a `forUploading` read, so the locks go before the accessor runs.
+    var releasesEarly: Bool { items.allSatisfy { $0.readingOptions.contains(.forUploading) } }
+
+    /// The accessor's URLs: `forUploading` reads get a snapshot copy taken now, under the locks.
+    /// - Throws: `.ioFailure` when a copy cannot be made.
+    func snapshotsIfUploading() throws(CoordinationError) -> [URL] {
+        var urls: [URL] = []
+        for item in items {
+            guard item.readingOptions.contains(.forUploading) else {
+                urls.append(item.accessorURL)
+                continue
+            }
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("file-coordination-upload-\(UUID().uuidString)", isDirectory: true)
+            let copy = directory.appendingPathComponent(item.accessorURL.lastPathComponent)
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                try FileManager.default.copyItem(at: item.accessorURL, to: copy)
+            } catch {
+                removeSnapshots(urls)
+                try? FileManager.default.removeItem(at: directory)
+                throw CoordinationError(
+                    .ioFailure, path: item.absolute,
+                    message: "cannot take the forUploading snapshot of '\(item.absolute)': \(error.localizedDescription)")
+            }
+            urls.append(copy)
+        }
+        return urls
+    }
+
+    /// Removes the snapshot copies made by `snapshotsIfUploading()`.
+    func removeSnapshots(_ urls: [URL]) {
+        for (item, url) in zip(items, urls) where item.readingOptions.contains(.forUploading) {
+            try? FileManager.default.removeItem(at: url.deletingLastPathComponent())
+        }
+    }
+
+    // MARK: The end
+
+    /// Releases the locks, then lets presenters reacquire and hear about changes and moves.
+    func finish(lease: Lease, context: CoordinationContext, session: ReacquirerList?) {
+        state.leases.checkin(lease)
+        hub.finish(
+            session, items: items, moves: context.moves.withLock { $0 }, excluding: excluded, deadline: presenterDeadline)
+    }
+}

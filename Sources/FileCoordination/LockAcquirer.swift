@@ -1,0 +1,105 @@
+// Drives a LockPlanCursor to completion: kernel waits on threads for outermost requests, polling for nested ones.
+internal import Glibc
+
+/// Takes a plan's locks with a deadline and cancellation, all or nothing.
+struct LockAcquirer {
+    let lease: Lease
+    let deadline: UInt64
+    let scope: CancelScope
+    let generation: UInt64
+    /// The item named in errors.
+    let itemPath: String
+    /// Nested requests never start a kernel wait on the outer lease: they poll instead, so an
+    /// abandoned wait can never poison locks the outer coordination still holds.
+    let nested: Bool
+
+    /// Takes the locks, blocking the calling thread while waiting.
+    /// - Throws: `CoordinationError` (`.timedOut`, `.cancelled`, `.wouldDeadlock`, `.lockDirectoryUnavailable`);
+    ///   the cursor's locks are then not held (outermost: the caller checks the lease in).
+    func acquireBlocking(_ cursor: inout LockPlanCursor) throws(CoordinationError) {
+        var backoff: UInt64 = 2_000
+        while true {
+            switch cursor.advance() {
+            case .finished: return
+            case .wouldDeadlock(let slot): throw deadlockError(slot)
+            case .failed(let code): throw ioError(code)
+            case .wait(let type, let start, let length):
+                try checkLive()
+                if nested {
+                    usleep(UInt32(min(backoff, 1_000_000) / 1_000))
+                    backoff = min(backoff * 2, 1_000_000)
+                    continue
+                }
+                let wait = LockWait(lease: lease)
+                guard scope.register(wait, generation: generation) else { throw cancelledError() }
+                wait.start(type, start: start, length: length)
+                let outcome = wait.waitBlocking(deadline: deadline)
+                scope.unregister(wait)
+                try accept(outcome, &cursor)
+            }
+        }
+    }
+
+    /// Takes the locks, suspending the task (no thread of the cooperative pool blocks).
+    /// - Throws: as `acquireBlocking`, and `.cancelled` when the task is cancelled.
+    func acquireAsync(_ cursor: inout LockPlanCursor) async throws(CoordinationError) {
+        var backoff: UInt64 = 2_000
+        while true {
+            switch cursor.advance() {
+            case .finished: return
+            case .wouldDeadlock(let slot): throw deadlockError(slot)
+            case .failed(let code): throw ioError(code)
+            case .wait(let type, let start, let length):
+                try checkLive()
+                if Task.isCancelled { throw cancelledError() }
+                if nested {
+                    try? await Task.sleep(nanoseconds: backoff)
+                    backoff = min(backoff * 2, 1_000_000)
+                    continue
+                }
+                let wait = LockWait(lease: lease)
+                guard scope.register(wait, generation: generation) else { throw cancelledError() }
+                wait.start(type, start: start, length: length)
+                let outcome = await wait.waitAsync(deadline: deadline)
+                scope.unregister(wait)
+                try accept(outcome, &cursor)
+            }
+        }
+    }
+
+    private func accept(_ outcome: LockWait.Outcome, _ cursor: inout LockPlanCursor) throws(CoordinationError) {
+        switch outcome {
+        case .acquired: cursor.waited()
+        case .timedOut: throw timeoutError()
+        case .cancelled: throw cancelledError()
+        case .failed(let code): throw ioError(code)
+        }
+    }
+
+    private func checkLive() throws(CoordinationError) {
+        if scope.isCancelled(since: generation) { throw cancelledError() }
+        if monotonicNow() >= deadline { throw timeoutError() }
+    }
+
+    private func timeoutError() -> CoordinationError {
+        CoordinationError(
+            .timedOut, path: itemPath,
+            message: "timed out waiting for other readers or writers of '\(itemPath)'; a process may hold it for long, or raise the coordinator's timeout")
+    }
+
+    private func cancelledError() -> CoordinationError {
+        CoordinationError(.cancelled, path: itemPath, message: "coordination of '\(itemPath)' was cancelled")
+    }
+
+    private func deadlockError(_ slot: UInt64) -> CoordinationError {
+        CoordinationError(
+            .wouldDeadlock, path: itemPath,
+            message: "a nested coordination of '\(itemPath)' conflicts with another holder and would wait out of lock order (lock slot \(slot)); request every item in one multi-item coordination instead of nesting")
+    }
+
+    private func ioError(_ code: Int32) -> CoordinationError {
+        CoordinationError(
+            .lockDirectoryUnavailable, path: itemPath,
+            message: "locking the lock file for '\(itemPath)' failed", errno: code)
+    }
+}

@@ -1,0 +1,132 @@
+// The pure arithmetic of the lock file: which bytes an access locks, and in which order.
+
+/// A byte-range lock type.
+enum LockType: Int, Sendable, Comparable {
+    case shared = 1
+    case exclusive = 2
+
+    static func < (lhs: LockType, rhs: LockType) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// The locks one slot needs: the item byte (the item itself) and the subtree byte (its contents).
+struct SlotNeeds: Equatable, Sendable {
+    /// Shared for a reader of the item, exclusive for a writer.
+    var item: LockType?
+    /// Shared while something inside the item is accessed, exclusive for a deleting, moving or replacing writer.
+    var subtree: LockType?
+
+    static let none = SlotNeeds(item: nil, subtree: nil)
+
+    /// The weakest needs that satisfy both `self` and `other`.
+    func merged(with other: SlotNeeds) -> SlotNeeds {
+        SlotNeeds(item: Self.max(item, other.item), subtree: Self.max(subtree, other.subtree))
+    }
+
+    /// Whether holding `self` already satisfies `other`.
+    func covers(_ other: SlotNeeds) -> Bool { merged(with: other) == self }
+
+    /// Whether any byte is needed exclusively (the slot's gate is then taken exclusively).
+    var isWriter: Bool { item == .exclusive || subtree == .exclusive }
+
+    private static func max(_ a: LockType?, _ b: LockType?) -> LockType? {
+        switch (a, b) {
+        case (nil, let b): b
+        case (let a, nil): a
+        case (let a?, let b?): Swift.max(a, b)
+        }
+    }
+}
+
+/// Byte layout of one 4-byte slot in the domain lock file.
+///
+/// Offsets are chosen so that the common requests are one contiguous range: a reader locks
+/// `item+gate`, a descendant's intent locks `gate+subtree`, a subtree writer locks all three.
+enum SlotByte {
+    static let item: Int64 = 0
+    static let gate: Int64 = 1
+    static let subtree: Int64 = 2
+    static let width: Int64 = 4
+}
+
+/// How an intent touches the item it names.
+enum ItemAccess: Sendable, Equatable {
+    case read
+    case write
+    /// A write that also excludes everything inside the item (deleting, moving, replacing).
+    case writeSubtree
+
+    var needs: SlotNeeds {
+        switch self {
+        case .read: SlotNeeds(item: .shared, subtree: nil)
+        case .write: SlotNeeds(item: .exclusive, subtree: nil)
+        case .writeSubtree: SlotNeeds(item: .exclusive, subtree: .exclusive)
+        }
+    }
+}
+
+/// Pure helpers for paths and slots.
+enum LockLayout {
+    /// The slot of an item, from its path relative to the domain root (FNV-1a, 60 bits).
+    static func slot(forRelativePath relative: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in relative.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return hash >> 4
+    }
+
+    /// The byte offset of a slot in the lock file.
+    static func offset(ofSlot slot: UInt64) -> Int64 { Int64(slot) * SlotByte.width }
+
+    /// The strict ancestors of a relative path that lie below the root: "a/b/c" gives ["a", "a/b"].
+    static func ancestors(ofRelativePath relative: String) -> [String] {
+        var result: [String] = []
+        var index = relative.startIndex
+        while let slash = relative[index...].firstIndex(of: "/") {
+            result.append(String(relative[..<slash]))
+            index = relative.index(after: slash)
+        }
+        return result
+    }
+
+    /// The per-slot needs of a set of accesses, sorted by slot (the global lock order).
+    static func plan(_ accesses: [(relative: String, access: ItemAccess)]) -> [(slot: UInt64, needs: SlotNeeds)] {
+        var needs: [UInt64: SlotNeeds] = [:]
+        for (relative, access) in accesses {
+            let slot = slot(forRelativePath: relative)
+            needs[slot, default: .none] = needs[slot, default: .none].merged(with: access.needs)
+            for ancestor in ancestors(ofRelativePath: relative) {
+                let a = self.slot(forRelativePath: ancestor)
+                needs[a, default: .none] = needs[a, default: .none].merged(with: SlotNeeds(item: nil, subtree: .shared))
+            }
+        }
+        return needs.sorted { $0.key < $1.key }.map { (slot: $0.key, needs: $0.value) }
+    }
+
+    /// Lexically normalises an absolute path: removes "." and empty components, resolves "..".
+    /// - Returns: nil when the path is not absolute.
+    static func normalize(_ path: String) -> String? {
+        guard path.hasPrefix("/") else { return nil }
+        if !path.contains("/.") && !path.contains("//") && (path.count == 1 || !path.hasSuffix("/")) {
+            return path
+        }
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == ".." { _ = parts.popLast(); continue }
+            parts.append(part)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    /// The path of `path` relative to `root`, "" for the root itself, nil when outside.
+    static func relative(_ path: String, toRoot root: String) -> String? {
+        if path == root { return "" }
+        if root == "/" { return String(path.dropFirst()) }
+        guard path.hasPrefix(root), path.utf8.count > root.utf8.count,
+            path.utf8[path.utf8.index(path.utf8.startIndex, offsetBy: root.utf8.count)] == UInt8(ascii: "/")
+        else { return nil }
+        return String(decoding: path.utf8.dropFirst(root.utf8.count + 1), as: UTF8.self)
+    }
+}
