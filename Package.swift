@@ -41,6 +41,8 @@ let package = Package(
                 "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims",
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // A real process for FileCoordination's cross-process tests and benchmarks.
+        .executableTarget(name: "coordination-worker", dependencies: ["FileCoordination", "CShims"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -52,7 +54,7 @@ let package = Package(
             name: "ProtectionCryptoTests", dependencies: ["ProtectionCrypto"],
             resources: [.copy("Vectors")]),
         .testTarget(name: "KernelKeyringTests", dependencies: ["KernelKeyring"]),
-        .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination"]),
+        .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker"]),
         .testTarget(
             name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto"],
             resources: [.copy("Fixtures")]),

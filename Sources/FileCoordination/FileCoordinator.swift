@@ -47,6 +47,7 @@ public final class FileCoordinator: Sendable {
     ///   - accessor: reads; receives the URL to use (a snapshot copy with `.forUploading`).
     /// - Returns: what the accessor returns.
     /// - Throws: `CoordinationError`, or what the accessor throws.
+    @discardableResult
     public func coordinate<R>(
         readingItemAt url: URL, options: ReadingOptions = [], byAccessor accessor: (URL) throws -> R
     ) throws -> R {
@@ -60,6 +61,7 @@ public final class FileCoordinator: Sendable {
     ///   - accessor: writes; receives the URL to use.
     /// - Returns: what the accessor returns.
     /// - Throws: `CoordinationError`, or what the accessor throws.
+    @discardableResult
     public func coordinate<R>(
         writingItemAt url: URL, options: WritingOptions = [], byAccessor accessor: (URL) throws -> R
     ) throws -> R {
@@ -75,6 +77,7 @@ public final class FileCoordinator: Sendable {
     ///   - accessor: receives the two URLs to use.
     /// - Returns: what the accessor returns.
     /// - Throws: `CoordinationError`, or what the accessor throws.
+    @discardableResult
     public func coordinate<R>(
         readingItemAt readingURL: URL, options readingOptions: ReadingOptions = [],
         writingItemAt writingURL: URL, options writingOptions: WritingOptions = [],
@@ -95,6 +98,7 @@ public final class FileCoordinator: Sendable {
     ///   - accessor: receives the two URLs to use.
     /// - Returns: what the accessor returns.
     /// - Throws: `CoordinationError`, or what the accessor throws.
+    @discardableResult
     public func coordinate<R>(
         writingItemAt url1: URL, options options1: WritingOptions = [],
         writingItemAt url2: URL, options options2: WritingOptions = [],
@@ -112,6 +116,7 @@ public final class FileCoordinator: Sendable {
     ///   - accessor: receives the URLs to use, in the order of `intents`.
     /// - Returns: what the accessor returns.
     /// - Throws: `CoordinationError` (`.cancelled` when the task is cancelled while waiting), or what the accessor throws.
+    @discardableResult
     public func coordinate<R: Sendable>(
         with intents: [FileAccessIntent], byAccessor accessor: ([URL]) async throws -> R
     ) async throws -> R {
@@ -175,6 +180,8 @@ public final class FileCoordinator: Sendable {
                 message: "item(at:didMoveTo:) for '\(from)' needs a coordinated write of it (or of a directory containing it) in progress")
         }
         context.moves.withLock { $0.append((from, to)) }
+        // The item's new location belongs to this coordination too (it may be moved again).
+        _ = context.written.withLock { $0.insert(to) }
     }
 
     // MARK: - The synchronous pipeline
