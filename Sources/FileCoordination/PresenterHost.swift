@@ -13,7 +13,7 @@ final class PresenterHost: Sendable {
     private let listener: Int32
     private let liveness: Int32
 
-    init(directory: String, id: String, hub: PresenterHub) throws(CoordinationError) {
+    init(directory: String, id: String, address: String, hub: PresenterHub) throws(CoordinationError) {
         let livePath = "\(directory)/\(id).live"
         let live = Glibc.open(livePath, O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
         guard live >= 0, OFDLock.trySet(fd: live, .exclusive, start: 0, length: 1) == .done else {
@@ -23,7 +23,7 @@ final class PresenterHost: Sendable {
         }
         let socketPath = "\(directory)/\(id).sock"
         _ = unlink(socketPath)
-        let fd = dp_unix_listen(socketPath, 64)
+        let fd = dp_unix_listen(address, 64)
         guard fd >= 0 else {
             let code = errno
             _ = Glibc.close(live)

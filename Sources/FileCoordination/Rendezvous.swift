@@ -20,6 +20,8 @@ struct RemotePeer: Sendable, Hashable {
 final class Rendezvous: Sendable {
     let directory: String
     let ownID: String
+    /// An O_PATH (0o10000000, absent from Glibc's Swift module) descriptor of the directory, so socket addresses stay short however deep it is.
+    private let directoryFD: Int32
     private let generation: SharedCounter
     private let cache = Mutex<(generation: UInt64, peers: [RemotePeer])?>(nil)
     private let host = Mutex<PresenterHost?>(nil)
@@ -35,6 +37,15 @@ final class Rendezvous: Sendable {
                 message: "cannot create the presenter rendezvous '\(directory)': \(error.localizedDescription)")
         }
         generation = try SharedCounter(path: directory + "/generation")
+        directoryFD = Glibc.open(directory, 0o10000000 | O_DIRECTORY | O_CLOEXEC)
+    }
+
+    /// The address of a peer's socket: its path, or (when that exceeds sockaddr_un's 107 bytes)
+    /// the same file reached through `/proc/self/fd/<directory descriptor>/`.
+    func socketAddress(_ id: String) -> String {
+        let path = "\(directory)/\(id).sock"
+        if path.utf8.count <= 107 || directoryFD < 0 { return path }
+        return "/proc/self/fd/\(directoryFD)/\(id).sock"
     }
 
     /// The live presenter processes other than this one; rescans only when the generation moved.
@@ -58,7 +69,7 @@ final class Rendezvous: Sendable {
             }
             let text = (try? String(contentsOfFile: "\(directory)/\(id).reg", encoding: .utf8)) ?? ""
             let paths = text.split(separator: "\n").map(String.init)
-            if !paths.isEmpty { peers.append(RemotePeer(id: id, socketPath: "\(directory)/\(id).sock", paths: paths)) }
+            if !paths.isEmpty { peers.append(RemotePeer(id: id, socketPath: socketAddress(id), paths: paths)) }
         }
         return peers
     }
@@ -81,7 +92,9 @@ final class Rendezvous: Sendable {
     /// - Throws: `.lockDirectoryUnavailable` when the socket or files cannot be created.
     func publish(_ paths: [String], registry: PresenterHub) throws(CoordinationError) {
         try host.withLock { (host: inout PresenterHost?) throws(CoordinationError) in
-            if host == nil { host = try PresenterHost(directory: directory, id: ownID, hub: registry) }
+            if host == nil {
+                host = try PresenterHost(directory: directory, id: ownID, address: socketAddress(ownID), hub: registry)
+            }
         }
         let final = "\(directory)/\(ownID).reg"
         let temporary = final + ".tmp"
