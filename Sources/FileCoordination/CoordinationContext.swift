@@ -9,19 +9,35 @@ import Synchronization
 final class CoordinationContext: Sendable {
     let domain: DomainState
     let lease: Lease
-    let held: Mutex<[UInt64: SlotNeeds]>
+    /// What the lease holds, per slot (a short list: the items and their ancestors).
+    private let held: Mutex<[(slot: UInt64, needs: SlotNeeds)]>
     /// Paths written by this coordination (outermost and nested), for `item(at:didMoveTo:)`.
-    let written: Mutex<Set<String>>
+    let written: Mutex<[String]>
     /// Moves reported with `item(at:didMoveTo:)`, in order.
     let moves = Mutex<[(from: String, to: String)]>([])
 
     @TaskLocal static var current: CoordinationContext?
 
-    init(domain: DomainState, lease: Lease, held: [UInt64: SlotNeeds], written: Set<String>) {
+    init(domain: DomainState, lease: Lease, held: [(slot: UInt64, needs: SlotNeeds)], written: [String]) {
         self.domain = domain
         self.lease = lease
         self.held = Mutex(held)
         self.written = Mutex(written)
+    }
+
+    /// What the lease holds, keyed by slot.
+    func heldBySlot() -> [UInt64: SlotNeeds] {
+        held.withLock { Dictionary($0.map { ($0.slot, $0.needs) }, uniquingKeysWith: { $0.merged(with: $1) }) }
+    }
+
+    /// Records new holdings per slot (nil: the slot is no longer held).
+    func update(_ changes: [(slot: UInt64, needs: SlotNeeds?)]) {
+        held.withLock { held in
+            for (slot, needs) in changes {
+                held.removeAll { $0.slot == slot }
+                if let needs { held.append((slot, needs)) }
+            }
+        }
     }
 }
 

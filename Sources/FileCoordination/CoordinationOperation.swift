@@ -12,34 +12,30 @@ struct CoordinationOperation: Sendable {
     let deadline: UInt64
     let excluded: UInt64?
     let presenterDeadline: Duration
+    /// Per-slot needs in the global lock order, computed once.
+    let plan: [(slot: UInt64, needs: SlotNeeds)]
 
     var hub: PresenterHub { state.presenters }
 
-    private var plan: [(slot: UInt64, needs: SlotNeeds)] {
-        LockLayout.plan(items.map { ($0.relative, $0.intent.access) })
-    }
-
-    private var writtenPaths: Set<String> { Set(items.filter { !$0.isRead }.map(\.absolute)) }
+    private var writtenPaths: [String] { items.lazy.filter { !$0.isRead }.map(\.absolute) }
 
     func cursor(on lease: Lease) -> LockPlanCursor { LockPlanCursor(plan: plan, held: [:], fd: lease.fd) }
 
     func acquirer(lease: Lease, nested: Bool) -> LockAcquirer {
         LockAcquirer(
             lease: lease, deadline: deadline, scope: scope, generation: generation,
-            itemPath: items.map(\.absolute).joined(separator: "', '"), nested: nested)
+            items: items, nested: nested)
     }
 
     func context(lease: Lease) -> CoordinationContext {
-        var held: [UInt64: SlotNeeds] = [:]
-        for (slot, needs) in plan { held[slot] = needs }
-        return CoordinationContext(domain: state, lease: lease, held: held, written: writtenPaths)
+        CoordinationContext(domain: state, lease: lease, held: plan, written: writtenPaths)
     }
 
     // MARK: Nesting
 
     /// Takes a nested request's extra locks on the outer lease (polling, never a kernel wait).
     func acquireNestedBlocking(in outer: CoordinationContext) throws(CoordinationError) -> LockPlanCursor {
-        var cursor = LockPlanCursor(plan: plan, held: outer.held.withLock { $0 }, fd: outer.lease.fd)
+        var cursor = LockPlanCursor(plan: plan, held: outer.heldBySlot(), fd: outer.lease.fd)
         do {
             try acquirer(lease: outer.lease, nested: true).acquireBlocking(&cursor)
         } catch {
@@ -52,7 +48,7 @@ struct CoordinationOperation: Sendable {
 
     /// The async form of `acquireNestedBlocking(in:)`.
     func acquireNested(in outer: CoordinationContext) async throws(CoordinationError) -> LockPlanCursor {
-        var cursor = LockPlanCursor(plan: plan, held: outer.held.withLock { $0 }, fd: outer.lease.fd)
+        var cursor = LockPlanCursor(plan: plan, held: outer.heldBySlot(), fd: outer.lease.fd)
         do {
             try await acquirer(lease: outer.lease, nested: true).acquireAsync(&cursor)
         } catch {
@@ -64,18 +60,14 @@ struct CoordinationOperation: Sendable {
     }
 
     private func commit(_ cursor: LockPlanCursor, in outer: CoordinationContext) {
-        outer.held.withLock { held in
-            for (slot, _, after) in cursor.touched { held[slot] = after }
-        }
-        outer.written.withLock { $0.formUnion(writtenPaths) }
+        outer.update(cursor.touched.map { ($0.slot, $0.after) })
+        outer.written.withLock { $0.append(contentsOf: writtenPaths) }
     }
 
     /// Gives back what a nested request added, leaving the outer coordination's locks as they were.
     func endNested(_ cursor: LockPlanCursor, in outer: CoordinationContext) {
         cursor.rollBack()
-        outer.held.withLock { held in
-            for (slot, before, _) in cursor.touched { held[slot] = before }
-        }
+        outer.update(cursor.touched.map { ($0.slot, $0.before) })
     }
 
     // MARK: forUploading snapshots
@@ -86,6 +78,7 @@ struct CoordinationOperation: Sendable {
     /// The accessor's URLs: `forUploading` reads get a snapshot copy taken now, under the locks.
     /// - Throws: `.ioFailure` when a copy cannot be made.
     func snapshotsIfUploading() throws(CoordinationError) -> [URL] {
+        if items.count == 1 && !items[0].readingOptions.contains(.forUploading) { return [items[0].accessorURL] }
         var urls: [URL] = []
         for item in items {
             guard item.readingOptions.contains(.forUploading) else {

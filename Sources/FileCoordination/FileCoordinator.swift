@@ -181,7 +181,7 @@ public final class FileCoordinator: Sendable {
         }
         context.moves.withLock { $0.append((from, to)) }
         // The item's new location belongs to this coordination too (it may be moved again).
-        _ = context.written.withLock { $0.insert(to) }
+        context.written.withLock { $0.append(to) }
     }
 
     // MARK: - The synchronous pipeline
@@ -237,6 +237,6 @@ public final class FileCoordinator: Sendable {
         return CoordinationOperation(
             state: state, items: items, outer: outer, scope: scope, generation: scope.generation,
             deadline: monotonicNow() &+ timeout.nanoseconds, excluded: filePresenter?.id,
-            presenterDeadline: presenterDeadline)
+            presenterDeadline: presenterDeadline, plan: LockLayout.plan(items.map { ($0.relative, $0.intent.access) }))
     }
 }

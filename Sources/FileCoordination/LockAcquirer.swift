@@ -7,8 +7,8 @@ struct LockAcquirer {
     let deadline: UInt64
     let scope: CancelScope
     let generation: UInt64
-    /// The item named in errors.
-    let itemPath: String
+    /// The items named in errors (joined only when an error is made).
+    let items: [ResolvedItem]
     /// Nested requests never start a kernel wait on the outer lease: they poll instead, so an
     /// abandoned wait can never poison locks the outer coordination still holds.
     let nested: Bool
@@ -80,6 +80,8 @@ struct LockAcquirer {
         if scope.isCancelled(since: generation) { throw cancelledError() }
         if monotonicNow() >= deadline { throw timeoutError() }
     }
+
+    private var itemPath: String { items.map(\.absolute).joined(separator: "', '") }
 
     private func timeoutError() -> CoordinationError {
         CoordinationError(

@@ -68,13 +68,13 @@ enum ItemAccess: Sendable, Equatable {
 enum LockLayout {
     /// The slot of an item, from its path relative to the domain root (FNV-1a, 60 bits).
     static func slot(forRelativePath relative: String) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in relative.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
-        }
+        var hash: UInt64 = fnvOffset
+        for byte in relative.utf8 { hash = (hash ^ UInt64(byte)) &* fnvPrime }
         return hash >> 4
     }
+
+    private static let fnvOffset: UInt64 = 0xcbf2_9ce4_8422_2325
+    private static let fnvPrime: UInt64 = 0x0000_0100_0000_01b3
 
     /// The byte offset of a slot in the lock file.
     static func offset(ofSlot slot: UInt64) -> Int64 { Int64(slot) * SlotByte.width }
@@ -91,26 +91,35 @@ enum LockLayout {
     }
 
     /// The per-slot needs of a set of accesses, sorted by slot (the global lock order).
+    ///
+    /// One pass over each path hashes every prefix that ends at a "/", so ancestors cost no strings.
     static func plan(_ accesses: [(relative: String, access: ItemAccess)]) -> [(slot: UInt64, needs: SlotNeeds)] {
-        var needs: [UInt64: SlotNeeds] = [:]
-        for (relative, access) in accesses {
-            let slot = slot(forRelativePath: relative)
-            needs[slot, default: .none] = needs[slot, default: .none].merged(with: access.needs)
-            for ancestor in ancestors(ofRelativePath: relative) {
-                let a = self.slot(forRelativePath: ancestor)
-                needs[a, default: .none] = needs[a, default: .none].merged(with: SlotNeeds(item: nil, subtree: .shared))
+        var plan: [(slot: UInt64, needs: SlotNeeds)] = []
+        func add(_ slot: UInt64, _ needs: SlotNeeds) {
+            if let index = plan.firstIndex(where: { $0.slot == slot }) {
+                plan[index].needs = plan[index].needs.merged(with: needs)
+            } else {
+                plan.append((slot, needs))
             }
         }
-        return needs.sorted { $0.key < $1.key }.map { (slot: $0.key, needs: $0.value) }
+        let intent = SlotNeeds(item: nil, subtree: .shared)
+        for (relative, access) in accesses {
+            var hash: UInt64 = fnvOffset
+            for byte in relative.utf8 {
+                if byte == UInt8(ascii: "/") { add(hash >> 4, intent) }
+                hash = (hash ^ UInt64(byte)) &* fnvPrime
+            }
+            add(hash >> 4, access.needs)
+        }
+        if plan.count > 1 { plan.sort { $0.slot < $1.slot } }
+        return plan
     }
 
     /// Lexically normalises an absolute path: removes "." and empty components, resolves "..".
     /// - Returns: nil when the path is not absolute.
     static func normalize(_ path: String) -> String? {
-        guard path.hasPrefix("/") else { return nil }
-        if !path.contains("/.") && !path.contains("//") && (path.count == 1 || !path.hasSuffix("/")) {
-            return path
-        }
+        guard path.utf8.first == UInt8(ascii: "/") else { return nil }
+        if isNormal(path) { return path }
         var parts: [Substring] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             if part == "." { continue }
@@ -118,6 +127,16 @@ enum LockLayout {
             parts.append(part)
         }
         return "/" + parts.joined(separator: "/")
+    }
+
+    /// Whether an absolute path has no "//", no "/." and no trailing "/" (then it is already normal).
+    private static func isNormal(_ path: String) -> Bool {
+        var previousWasSlash = false
+        for byte in path.utf8 {
+            if previousWasSlash && (byte == UInt8(ascii: "/") || byte == UInt8(ascii: ".")) { return false }
+            previousWasSlash = byte == UInt8(ascii: "/")
+        }
+        return !previousWasSlash || path.utf8.count == 1
     }
 
     /// The path of `path` relative to `root`, "" for the root itself, nil when outside.

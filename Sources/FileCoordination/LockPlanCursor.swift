@@ -41,6 +41,7 @@ struct LockPlanCursor {
     ///   - fd: the lease's descriptor.
     init(plan: [(slot: UInt64, needs: SlotNeeds)], held: [UInt64: SlotNeeds], fd: Int32) {
         self.fd = fd
+        steps.reserveCapacity(plan.count * 2 + 4)
         let highestHeld = held.keys.max()
         for (slot, needs) in plan {
             let before = held[slot]

@@ -15,6 +15,8 @@ enum WorkerCommand {
         case "present": return try PresentCommand.run(arguments)
         case "handoff": return try HandoffCommand.run(arguments)
         case "loop": return try loop(arguments)
+        case "bench-handoff": return try BenchDriver.handoff(arguments)
+        case "bench-contention": return try BenchDriver.contention(arguments)
         default: throw WorkerError(description: "unknown command '\(arguments.command)'")
         }
     }

@@ -45,6 +45,13 @@ final class LockLayoutTests: XCTestCase {
         XCTAssertEqual(plan.map(\.slot), plan.map(\.slot).sorted(), "the plan is in the global lock order")
     }
 
+    func testPlanHashesAncestorsLikeTheirOwnPaths() {
+        let plan = LockLayout.plan([("a/b/c", .read)])
+        let expected = (LockLayout.ancestors(ofRelativePath: "a/b/c") + ["a/b/c"]).map { LockLayout.slot(forRelativePath: $0) }
+        XCTAssertEqual(Set(plan.map(\.slot)), Set(expected))
+        XCTAssertEqual(plan.filter { $0.needs == SlotNeeds(item: nil, subtree: .shared) }.count, 2)
+    }
+
     func testCoverage() {
         let writer = SlotNeeds(item: .exclusive, subtree: nil)
         XCTAssertTrue(writer.covers(SlotNeeds(item: .shared, subtree: nil)))
