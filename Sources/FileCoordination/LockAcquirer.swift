@@ -18,6 +18,7 @@ struct LockAcquirer {
     ///   the cursor's locks are then not held (outermost: the caller checks the lease in).
     func acquireBlocking(_ cursor: inout LockPlanCursor) throws(CoordinationError) {
         var backoff: UInt64 = 2_000
+        var spinUntil: UInt64 = 0
         while true {
             switch cursor.advance() {
             case .finished: return
@@ -30,6 +31,15 @@ struct LockAcquirer {
                     backoff = min(backoff * 2, 1_000_000)
                     continue
                 }
+                // Short holds end within microseconds: retrying for a moment (yielding the CPU)
+                // saves the two thread wake-ups a kernel wait on another thread costs.
+                let now = monotonicNow()
+                if spinUntil == 0 { spinUntil = now &+ Self.spinBudget }
+                if now < spinUntil {
+                    sched_yield()
+                    continue
+                }
+                spinUntil = 0
                 let wait = LockWait(lease: lease)
                 guard scope.register(wait, generation: generation) else { throw cancelledError() }
                 wait.start(type, start: start, length: length)
@@ -39,6 +49,9 @@ struct LockAcquirer {
             }
         }
     }
+
+    /// How long a blocking acquisition retries before it starts a kernel wait (nanoseconds).
+    static let spinBudget: UInt64 = 50_000
 
     /// Takes the locks, suspending the task (no thread of the cooperative pool blocks).
     /// - Throws: as `acquireBlocking`, and `.cancelled` when the task is cancelled.

@@ -29,10 +29,10 @@ final class LockWait: Sendable {
 
     init(lease: Lease) { self.lease = lease }
 
-    /// Starts the kernel wait on a new thread.
+    /// Starts the kernel wait on a waiter thread.
     func start(_ type: LockType, start: Int64, length: Int64) {
         let fd = lease.fd
-        let thread = Thread { [self] in
+        WaiterThreads.shared.run { [self] in
             let result = OFDLock.waitSet(fd: fd, type, start: start, length: length)
             let outcome: Outcome = result == .done ? .acquired : .failed(errnoOf(result))
             let won = resolve(outcome)
@@ -42,8 +42,6 @@ final class LockWait: Sendable {
                 lease.closeAbandoned()
             }
         }
-        thread.name = "FileCoordination.LockWait"
-        thread.start()
     }
 
     /// Resolves the wait once; returns false when it was already resolved.
@@ -113,5 +111,55 @@ extension Duration {
         guard seconds >= 0 else { return 0 }
         let (product, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
         return overflow ? UInt64.max / 2 : product + UInt64(attoseconds / 1_000_000_000)
+    }
+}
+
+/// Long-lived threads that run kernel lock waits, so starting a wait costs a wake-up, not a thread creation.
+final class WaiterThreads: Sendable {
+    static let shared = WaiterThreads()
+
+    private struct State {
+        var jobs: [@Sendable () -> Void] = []
+        var idle = 0
+    }
+
+    private let state = Mutex(State())
+    private let work = DispatchSemaphore(value: 0)
+
+    /// Runs `job` on an idle waiter thread, starting a new one when all are busy.
+    func run(_ job: @escaping @Sendable () -> Void) {
+        let spawn = state.withLock { state -> Bool in
+            state.jobs.append(job)
+            if state.idle > 0 {
+                state.idle -= 1
+                return false
+            }
+            return true
+        }
+        if spawn {
+            let thread = Thread { [self] in loop() }
+            thread.name = "FileCoordination.LockWait"
+            thread.start()
+        } else {
+            work.signal()
+        }
+    }
+
+    private func loop() {
+        while true {
+            let job = state.withLock { state -> (@Sendable () -> Void)? in
+                state.jobs.isEmpty ? nil : state.jobs.removeFirst()
+            }
+            if let job {
+                job()
+                continue
+            }
+            let parked = state.withLock { state -> Bool in
+                guard state.jobs.isEmpty else { return false }
+                state.idle += 1
+                return true
+            }
+            if parked { work.wait() }
+        }
     }
 }

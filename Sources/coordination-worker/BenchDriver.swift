@@ -11,8 +11,9 @@ enum BenchDriver {
         let record = root + "/handoff.record"
         try? FileManager.default.removeItem(atPath: record)
         let rounds = String(try arguments.int("rounds", default: 2000))
+        let bare = arguments.flag("bare") ? ["--bare"] : []
         let peers = try (0..<2).map { _ in
-            try Child(["handoff", "--root", root, "--item", "baton", "--record", record, "--rounds", rounds, "--hold-us", "20"])
+            try Child(["handoff", "--root", root, "--item", "baton", "--record", record, "--rounds", rounds, "--hold-us", "20"] + bare)
         }
         for peer in peers { peer.send("go") }
         var latencies: [UInt64] = []
