@@ -34,7 +34,7 @@ let package = Package(
             name: "KernelKeyring",
             dependencies: ["CKeyutils", .product(name: "Logging", package: "swift-log")]),
         // NSFileCoordinator-style coordination; independent of the encryption.
-        .target(name: "FileCoordination", dependencies: ["CShims"]),
+        .target(name: "FileCoordination", dependencies: ["CShims"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
