@@ -85,13 +85,7 @@ final class DomainState: Sendable {
             }
             return existing
         }
-        do {
-            try FileManager.default.createDirectory(atPath: lockDirectory, withIntermediateDirectories: true)
-        } catch {
-            throw CoordinationError(
-                .lockDirectoryUnavailable, path: lockDirectory,
-                message: "cannot create the lock directory '\(lockDirectory)': \(error.localizedDescription)")
-        }
+        try makeDirectory(lockDirectory, naming: "lock directory")
         let support = try LockSupport.probe(path: lockDirectory)
         if !support.isReliable && !allowUnreliable {
             throw CoordinationError(
@@ -112,6 +106,18 @@ final class DomainState: Sendable {
             if let raced = all[lockDirectory] { return raced }
             all[lockDirectory] = state
             return state
+        }
+    }
+
+    /// Creates a directory of the lock tree (and its parents) if missing.
+    /// - Throws: `.lockDirectoryUnavailable`, saying which directory (`what`) could not be made.
+    static func makeDirectory(_ path: String, naming what: String) throws(CoordinationError) {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw CoordinationError(
+                .lockDirectoryUnavailable, path: path,
+                message: "cannot create the \(what) '\(path)': \(error.localizedDescription)")
         }
     }
 

@@ -110,6 +110,64 @@ struct CoordinationOperation: Sendable {
         }
     }
 
+    // MARK: Granting and releasing an outermost coordination
+
+    /// What an outermost coordination holds while its accessor runs.
+    struct Granted {
+        let lease: Lease
+        let context: CoordinationContext
+        let reacquirers: ReacquirerList?
+        /// The accessor's URLs (snapshot copies for `forUploading` reads).
+        let urls: [URL]
+    }
+
+    /// Asks presenters to save, takes every lock (blocking this thread while waiting), asks
+    /// presenters to relinquish and takes `forUploading` snapshots.
+    /// - Throws: `CoordinationError`; nothing is held then.
+    func grantBlocking() throws(CoordinationError) -> Granted {
+        hub.requestSavesBlocking(items, excluding: excluded, deadline: presenterDeadline)
+        let lease = try state.leases.checkout()
+        var cursor = self.cursor(on: lease)
+        do {
+            try acquirer(lease: lease, nested: false).acquireBlocking(&cursor)
+        } catch {
+            state.leases.checkin(lease)
+            throw error
+        }
+        return try locked(lease, hub.relinquishBlocking(items, excluding: excluded, deadline: presenterDeadline))
+    }
+
+    /// The async form of `grantBlocking()`: waits suspend the task instead of blocking a thread.
+    /// - Throws: `CoordinationError` (`.cancelled` on Task cancellation); nothing is held then.
+    func grant() async throws(CoordinationError) -> Granted {
+        await hub.requestSaves(items, excluding: excluded, deadline: presenterDeadline)
+        let lease = try state.leases.checkout()
+        var cursor = self.cursor(on: lease)
+        do {
+            try await acquirer(lease: lease, nested: false).acquireAsync(&cursor)
+        } catch {
+            state.leases.checkin(lease)
+            throw error
+        }
+        return try locked(lease, await hub.relinquish(items, excluding: excluded, deadline: presenterDeadline))
+    }
+
+    /// The common step once the locks are held: context and snapshots.
+    private func locked(_ lease: Lease, _ reacquirers: ReacquirerList?) throws(CoordinationError) -> Granted {
+        let context = self.context(lease: lease)
+        do {
+            return Granted(lease: lease, context: context, reacquirers: reacquirers, urls: try snapshotsIfUploading())
+        } catch {
+            finish(lease: lease, context: context, session: reacquirers)
+            throw error
+        }
+    }
+
+    /// Releases what `grant` took, then lets presenters reacquire and hear about changes.
+    func release(_ granted: Granted) {
+        finish(lease: granted.lease, context: granted.context, session: granted.reacquirers)
+    }
+
     // MARK: The end
 
     /// Releases the locks, then lets presenters reacquire and hear about changes and moves.

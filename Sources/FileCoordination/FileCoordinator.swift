@@ -126,32 +126,15 @@ public final class FileCoordinator: Sendable {
             defer { operation.endNested(cursor, in: outer) }
             return try await accessor(operation.items.map(\.accessorURL))
         }
-        await operation.hub.requestSaves(operation.items, excluding: operation.excluded, deadline: presenterDeadline)
-        let lease = try operation.state.leases.checkout()
-        var cursor = operation.cursor(on: lease)
-        do {
-            try await operation.acquirer(lease: lease, nested: false).acquireAsync(&cursor)
-        } catch {
-            operation.state.leases.checkin(lease)
-            throw error
-        }
-        let session = await operation.hub.relinquish(operation.items, excluding: operation.excluded, deadline: presenterDeadline)
-        let context = operation.context(lease: lease)
-        let urls: [URL]
-        do {
-            urls = try operation.snapshotsIfUploading()
-        } catch {
-            operation.finish(lease: lease, context: context, session: session)
-            throw error
-        }
-        defer { operation.removeSnapshots(urls) }
+        let granted = try await operation.grant()
+        defer { operation.removeSnapshots(granted.urls) }
         if operation.releasesEarly {
-            operation.finish(lease: lease, context: context, session: session)
-            return try await accessor(urls)
+            operation.release(granted)
+            return try await accessor(granted.urls)
         }
-        defer { operation.finish(lease: lease, context: context, session: session) }
-        return try await CoordinationContext.$current.withValue(context) {
-            try await accessor(urls)
+        defer { operation.release(granted) }
+        return try await CoordinationContext.$current.withValue(granted.context) {
+            try await accessor(granted.urls)
         }
     }
 
@@ -193,31 +176,14 @@ public final class FileCoordinator: Sendable {
             defer { operation.endNested(cursor, in: outer) }
             return try accessor(operation.items.map(\.accessorURL))
         }
-        operation.hub.requestSavesBlocking(operation.items, excluding: operation.excluded, deadline: presenterDeadline)
-        let lease = try operation.state.leases.checkout()
-        var cursor = operation.cursor(on: lease)
-        do {
-            try operation.acquirer(lease: lease, nested: false).acquireBlocking(&cursor)
-        } catch {
-            operation.state.leases.checkin(lease)
-            throw error
-        }
-        let session = operation.hub.relinquishBlocking(operation.items, excluding: operation.excluded, deadline: presenterDeadline)
-        let context = operation.context(lease: lease)
-        let urls: [URL]
-        do {
-            urls = try operation.snapshotsIfUploading()
-        } catch {
-            operation.finish(lease: lease, context: context, session: session)
-            throw error
-        }
-        defer { operation.removeSnapshots(urls) }
+        let granted = try operation.grantBlocking()
+        defer { operation.removeSnapshots(granted.urls) }
         if operation.releasesEarly {
-            operation.finish(lease: lease, context: context, session: session)
-            return try accessor(urls)
+            operation.release(granted)
+            return try accessor(granted.urls)
         }
-        defer { operation.finish(lease: lease, context: context, session: session) }
-        return try CoordinationContext.$current.withValue(context) { try accessor(urls) }
+        defer { operation.release(granted) }
+        return try CoordinationContext.$current.withValue(granted.context) { try accessor(granted.urls) }
     }
 
     private func prepare(_ intents: [FileAccessIntent]) throws(CoordinationError) -> CoordinationOperation {

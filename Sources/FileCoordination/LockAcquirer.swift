@@ -13,36 +13,20 @@ struct LockAcquirer {
     /// abandoned wait can never poison locks the outer coordination still holds.
     let nested: Bool
 
+    /// How long an acquisition retries a busy lock before it starts a kernel wait (nanoseconds).
+    static let spinBudget: UInt64 = 50_000
+
     /// Takes the locks, blocking the calling thread while waiting.
     /// - Throws: `CoordinationError` (`.timedOut`, `.cancelled`, `.wouldDeadlock`, `.lockDirectoryUnavailable`);
     ///   the cursor's locks are then not held (outermost: the caller checks the lease in).
     func acquireBlocking(_ cursor: inout LockPlanCursor) throws(CoordinationError) {
-        var backoff: UInt64 = 2_000
-        var spinUntil: UInt64 = 0
-        while true {
-            switch cursor.advance() {
-            case .finished: return
-            case .wouldDeadlock(let slot): throw deadlockError(slot)
-            case .failed(let code): throw ioError(code)
-            case .wait(let type, let start, let length):
-                try checkLive()
-                if nested {
-                    usleep(UInt32(min(backoff, 1_000_000) / 1_000))
-                    backoff = min(backoff * 2, 1_000_000)
-                    continue
-                }
-                // Short holds end within microseconds: retrying for a moment (yielding the CPU)
-                // saves the two thread wake-ups a kernel wait on another thread costs.
-                let now = monotonicNow()
-                if spinUntil == 0 { spinUntil = now &+ Self.spinBudget }
-                if now < spinUntil {
-                    sched_yield()
-                    continue
-                }
-                spinUntil = 0
-                let wait = LockWait(lease: lease)
-                guard scope.register(wait, generation: generation) else { throw cancelledError() }
-                wait.start(type, start: start, length: length)
+        var pacing = Pacing()
+        while let busy = try nextBusyLock(&cursor) {
+            switch pacing.next(nested: nested) {
+            case .retry: sched_yield()
+            case .poll(let nanoseconds): usleep(UInt32(nanoseconds / 1_000))
+            case .kernelWait:
+                let wait = try startKernelWait(busy)
                 let outcome = wait.waitBlocking(deadline: deadline)
                 scope.unregister(wait)
                 try accept(outcome, &cursor)
@@ -50,34 +34,68 @@ struct LockAcquirer {
         }
     }
 
-    /// How long a blocking acquisition retries before it starts a kernel wait (nanoseconds).
-    static let spinBudget: UInt64 = 50_000
-
     /// Takes the locks, suspending the task (no thread of the cooperative pool blocks).
     /// - Throws: as `acquireBlocking`, and `.cancelled` when the task is cancelled.
     func acquireAsync(_ cursor: inout LockPlanCursor) async throws(CoordinationError) {
-        var backoff: UInt64 = 2_000
-        while true {
-            switch cursor.advance() {
-            case .finished: return
-            case .wouldDeadlock(let slot): throw deadlockError(slot)
-            case .failed(let code): throw ioError(code)
-            case .wait(let type, let start, let length):
-                try checkLive()
-                if Task.isCancelled { throw cancelledError() }
-                if nested {
-                    try? await Task.sleep(nanoseconds: backoff)
-                    backoff = min(backoff * 2, 1_000_000)
-                    continue
-                }
-                let wait = LockWait(lease: lease)
-                guard scope.register(wait, generation: generation) else { throw cancelledError() }
-                wait.start(type, start: start, length: length)
+        var pacing = Pacing()
+        while let busy = try nextBusyLock(&cursor) {
+            if Task.isCancelled { throw cancelledError() }
+            switch pacing.next(nested: nested) {
+            case .retry: await Task.yield()
+            case .poll(let nanoseconds): try? await Task.sleep(nanoseconds: nanoseconds)
+            case .kernelWait:
+                let wait = try startKernelWait(busy)
                 let outcome = await wait.waitAsync(deadline: deadline)
                 scope.unregister(wait)
                 try accept(outcome, &cursor)
             }
         }
+    }
+
+    /// How the next attempt at a busy lock is made.
+    private struct Pacing {
+        enum Step {
+            /// Retry at once after yielding (short holds end within microseconds).
+            case retry
+            /// Nested: retry after sleeping, never a kernel wait on the outer lease.
+            case poll(UInt64)
+            /// Wait in the kernel on a waiter thread.
+            case kernelWait
+        }
+
+        private var spinUntil: UInt64 = 0
+        private var backoff: UInt64 = 2_000
+
+        mutating func next(nested: Bool) -> Step {
+            if nested {
+                defer { backoff = min(backoff * 2, 1_000_000) }
+                return .poll(backoff)
+            }
+            let now = monotonicNow()
+            if spinUntil == 0 { spinUntil = now &+ LockAcquirer.spinBudget }
+            if now < spinUntil { return .retry }
+            spinUntil = 0
+            return .kernelWait
+        }
+    }
+
+    /// Advances the cursor; returns the lock that is busy, nil when every lock is held.
+    private func nextBusyLock(_ cursor: inout LockPlanCursor) throws(CoordinationError) -> (type: LockType, start: Int64, length: Int64)? {
+        switch cursor.advance() {
+        case .finished: return nil
+        case .wouldDeadlock(let slot): throw deadlockError(slot)
+        case .failed(let code): throw ioError(code)
+        case .wait(let type, let start, let length):
+            try checkLive()
+            return (type, start, length)
+        }
+    }
+
+    private func startKernelWait(_ busy: (type: LockType, start: Int64, length: Int64)) throws(CoordinationError) -> LockWait {
+        let wait = LockWait(lease: lease)
+        guard scope.register(wait, generation: generation) else { throw cancelledError() }
+        wait.start(busy.type, start: busy.start, length: busy.length)
+        return wait
     }
 
     private func accept(_ outcome: LockWait.Outcome, _ cursor: inout LockPlanCursor) throws(CoordinationError) {

@@ -29,13 +29,7 @@ final class Rendezvous: Sendable {
     init(lockDirectory: String) throws(CoordinationError) {
         directory = lockDirectory + "/presenters"
         ownID = "\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            throw CoordinationError(
-                .lockDirectoryUnavailable, path: directory,
-                message: "cannot create the presenter rendezvous '\(directory)': \(error.localizedDescription)")
-        }
+        try DomainState.makeDirectory(directory, naming: "presenter rendezvous")
         generation = try SharedCounter(path: directory + "/generation")
         directoryFD = Glibc.open(directory, 0o10000000 | O_DIRECTORY | O_CLOEXEC)
     }

@@ -27,6 +27,18 @@ private func bareOFDLockUnlock(_ fd: Int32) {
     _ = fcntl(fd, F_OFD_SETLK, &lock)
 }
 
+/// A benchmark that runs `access` once per iteration with one coordinator on one item of the scratch domain.
+private func coordinatedBenchmark(
+    _ name: String, item relative: String, _ access: @escaping @Sendable (FileCoordinator, URL) throws -> Void
+) {
+    Benchmark(name) { benchmark in
+        let coordinator = FileCoordinator(domain: try CoordinationDomain(root: scratch))
+        let item = scratch.appendingPathComponent(relative)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations { try access(coordinator, item) }
+    }
+}
+
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.throughput, .wallClock, .syscalls],
@@ -42,40 +54,17 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations { bareOFDLockUnlock(fd) }
     }
 
-    Benchmark("coordinated read, uncontended") { benchmark in
-        let coordinator = FileCoordinator(domain: try CoordinationDomain(root: scratch))
-        let item = scratch.appendingPathComponent("item")
-        benchmark.startMeasurement()
-        for _ in benchmark.scaledIterations {
-            try coordinator.coordinate(readingItemAt: item) { blackHole($0) }
-        }
+    coordinatedBenchmark("coordinated read, uncontended", item: "item") { coordinator, item in
+        try coordinator.coordinate(readingItemAt: item) { blackHole($0) }
     }
-
-    Benchmark("coordinated write, uncontended") { benchmark in
-        let coordinator = FileCoordinator(domain: try CoordinationDomain(root: scratch))
-        let item = scratch.appendingPathComponent("item")
-        benchmark.startMeasurement()
-        for _ in benchmark.scaledIterations {
-            try coordinator.coordinate(writingItemAt: item) { blackHole($0) }
-        }
+    coordinatedBenchmark("coordinated write, uncontended", item: "item") { coordinator, item in
+        try coordinator.coordinate(writingItemAt: item) { blackHole($0) }
     }
-
-    Benchmark("coordinated forReplacing write, uncontended") { benchmark in
-        let coordinator = FileCoordinator(domain: try CoordinationDomain(root: scratch))
-        let item = scratch.appendingPathComponent("item")
-        benchmark.startMeasurement()
-        for _ in benchmark.scaledIterations {
-            try coordinator.coordinate(writingItemAt: item, options: .forReplacing) { blackHole($0) }
-        }
+    coordinatedBenchmark("coordinated forReplacing write, uncontended", item: "item") { coordinator, item in
+        try coordinator.coordinate(writingItemAt: item, options: .forReplacing) { blackHole($0) }
     }
-
-    Benchmark("coordinated read, item 3 directories deep") { benchmark in
-        let coordinator = FileCoordinator(domain: try CoordinationDomain(root: scratch))
-        let item = scratch.appendingPathComponent("a/b/c/item")
-        benchmark.startMeasurement()
-        for _ in benchmark.scaledIterations {
-            try coordinator.coordinate(readingItemAt: item) { blackHole($0) }
-        }
+    coordinatedBenchmark("coordinated read, item 3 directories deep", item: "a/b/c/item") { coordinator, item in
+        try coordinator.coordinate(readingItemAt: item) { blackHole($0) }
     }
 
     Benchmark("coordinated read, async form") { benchmark in
