@@ -16,7 +16,15 @@ final class CoordinationContext: Sendable {
     /// Moves reported with `item(at:didMoveTo:)`, in order.
     let moves = Mutex<[(from: String, to: String)]>([])
 
+    /// False once the outermost coordination has ended (an unstructured `Task` created inside the
+    /// accessor inherits the task-local value and may outlive it).
+    private let active = Atomic<Bool>(true)
+
     @TaskLocal static var current: CoordinationContext?
+
+    var isActive: Bool { active.load(ordering: .acquiring) }
+
+    func end() { active.store(false, ordering: .releasing) }
 
     init(domain: DomainState, lease: Lease, held: [(slot: UInt64, needs: SlotNeeds)], written: [String]) {
         self.domain = domain

@@ -172,6 +172,7 @@ struct CoordinationOperation: Sendable {
 
     /// Releases the locks, then lets presenters reacquire and hear about changes and moves.
     func finish(lease: Lease, context: CoordinationContext, session: ReacquirerList?) {
+        context.end()
         state.leases.checkin(lease)
         hub.finish(
             session, items: items, moves: context.moves.withLock { $0 }, excluding: excluded, deadline: presenterDeadline)

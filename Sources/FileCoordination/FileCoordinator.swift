@@ -147,7 +147,7 @@ public final class FileCoordinator: Sendable {
     ///   - newURL: where it is now.
     /// - Throws: `.invalidRequest` outside a write accessor of this domain.
     public func item(at oldURL: URL, didMoveTo newURL: URL) throws(CoordinationError) {
-        guard let context = CoordinationContext.current, context.domain === domain.state else {
+        guard let context = CoordinationContext.current, context.domain === domain.state, context.isActive else {
             throw CoordinationError(
                 .invalidRequest, path: oldURL.path,
                 message: "item(at:didMoveTo:) for '\(oldURL.path)' must be called inside a coordinated write of it")
@@ -199,7 +199,7 @@ public final class FileCoordinator: Sendable {
             let url = resolve ? URL(fileURLWithPath: located.absolute) : intent.url
             items.append(ResolvedItem(intent: intent, absolute: located.absolute, relative: located.relative, accessorURL: url))
         }
-        let outer = CoordinationContext.current.flatMap { $0.domain === state ? $0 : nil }
+        let outer = CoordinationContext.current.flatMap { $0.domain === state && $0.isActive ? $0 : nil }
         return CoordinationOperation(
             state: state, items: items, outer: outer, scope: scope, generation: scope.generation,
             deadline: monotonicNow() &+ timeout.nanoseconds, excluded: filePresenter?.id,

@@ -85,19 +85,20 @@ final class Rendezvous: Sendable {
     /// Publishes this process's presented paths, starting the listener on first use.
     /// - Throws: `.lockDirectoryUnavailable` when the socket or files cannot be created.
     func publish(_ paths: [String], registry: PresenterHub) throws(CoordinationError) {
+        // One publisher at a time, so the last list written is the newest.
         try host.withLock { (host: inout PresenterHost?) throws(CoordinationError) in
             if host == nil {
                 host = try PresenterHost(directory: directory, id: ownID, address: socketAddress(ownID), hub: registry)
             }
-        }
-        let final = "\(directory)/\(ownID).reg"
-        let temporary = final + ".tmp"
-        let text = paths.map { $0 + "\n" }.joined()
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)),
-            rename(temporary, final) == 0
-        else {
-            throw CoordinationError(
-                .lockDirectoryUnavailable, path: final, message: "cannot publish presenters in '\(final)'", errno: errno)
+            let final = "\(directory)/\(ownID).reg"
+            let temporary = final + ".tmp"
+            let text = paths.map { $0 + "\n" }.joined()
+            guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)),
+                rename(temporary, final) == 0
+            else {
+                throw CoordinationError(
+                    .lockDirectoryUnavailable, path: final, message: "cannot publish presenters in '\(final)'", errno: errno)
+            }
         }
         generation.increment()
     }

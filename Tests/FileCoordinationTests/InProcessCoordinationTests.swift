@@ -277,6 +277,34 @@ final class InProcessCoordinationTests: XCTestCase {
         }
     }
 
+    func testUnstructuredTaskOutlivingTheAccessorIsNotNested() async throws {
+        let coordinator = FileCoordinator(domain: domain, timeout: .milliseconds(100))
+        let item = url("f")
+        let accessorEnded = DispatchSemaphore(value: 0)
+        let attempted = DispatchSemaphore(value: 0)
+        // A Task created inside the accessor inherits its task-locals but runs after it ended; it
+        // must wait like any outermost request (here: time out behind another holder), not act
+        // as nested in a finished coordination (which would fail with .wouldDeadlock).
+        let late = try coordinator.coordinate(readingItemAt: item) { _ in
+            Task { () -> CoordinationError.Code? in
+                accessorEnded.wait()
+                defer { attempted.signal() }
+                do {
+                    try coordinator.coordinate(writingItemAt: item) { _ in }
+                    return nil
+                } catch {
+                    return (error as? CoordinationError)?.code
+                }
+            }
+        }
+        try whileHeld("f", writing: []) {
+            accessorEnded.signal()
+            XCTAssertEqual(attempted.wait(timeout: .now() + 5), .success)
+        }
+        let code = await late.value
+        XCTAssertEqual(code, .timedOut)
+    }
+
     func testAccessorErrorsPassThroughAndReleaseTheLocks() throws {
         struct Boom: Error {}
         let coordinator = FileCoordinator(domain: domain)

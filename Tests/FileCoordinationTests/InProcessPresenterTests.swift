@@ -87,13 +87,13 @@ final class InProcessPresenterTests: XCTestCase {
             try FileManager.default.moveItem(at: source, to: destination)
             try coordinator.item(at: source, didMoveTo: destination)
         }
-        XCTAssertEqual(childPresenter.waitForEvents(6).suffix(3), ["relinquish-writer", "reacquire", "did-move doc"])
+        XCTAssertEqual(childPresenter.waitForEvents(7).suffix(3), ["relinquish-writer", "reacquire", "did-move doc"])
         XCTAssertEqual(childRegistration.url.path, moved.appendingPathComponent("doc").path, "the registration follows the move")
 
         try coordinator.coordinate(writingItemAt: moved.appendingPathComponent("doc"), options: .forDeleting) { url in
             try FileManager.default.removeItem(at: url)
         }
-        XCTAssertEqual(childPresenter.waitForEvents(7).last, "accommodate-deletion")
+        XCTAssertEqual(childPresenter.waitForEvents(8).last, "accommodate-deletion")
     }
 
     func testOwnPresenterIsNeverMessaged() throws {
