@@ -53,6 +53,7 @@ struct PresenterDelivery {
             let group = self.group
             registration.queue.async {
                 if let reacquire = message.deliver(to: registration) { reacquirers.add(reacquire, on: registration.queue) }
+                if message.holdsAccess { reacquirers.add(PresenterMessage.endOfAccess(for: registration), on: nil) }
                 if message.awaitsReply { group.leave() }
             }
         case .remote(let peer, let path):
@@ -118,7 +119,7 @@ enum RemoteCall {
             _ = Glibc.close(fd)
             return .timedOut
         }
-        if message.isRelinquish { return .answered(fd) }
+        if message.holdsAccess { return .answered(fd) }
         _ = Glibc.close(fd)
         return .answered(nil)
     }

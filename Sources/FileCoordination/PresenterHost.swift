@@ -64,6 +64,7 @@ final class PresenterHost: Sendable {
             group.enter()
             registration.queue.async {
                 if let reacquire = message.deliver(to: registration) { reacquirers.add(reacquire, on: registration.queue) }
+                if message.holdsAccess { reacquirers.add(PresenterMessage.endOfAccess(for: registration), on: nil) }
                 group.leave()
             }
         }
@@ -71,7 +72,10 @@ final class PresenterHost: Sendable {
             _ = group.wait(timeout: .now() + .seconds(120))
             _ = "ok\n".withCString { send(fd, $0, 3, Int32(MSG_NOSIGNAL)) }
         }
-        guard message.isRelinquish else { return }
+        guard message.holdsAccess else {
+            reacquirers.runAll()
+            return
+        }
         // The connection is the access's lease: "reacquire", EOF or an error all end it.
         _ = reader.next(timeoutMS: -1)
         reacquirers.runAll()

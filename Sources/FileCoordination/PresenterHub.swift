@@ -10,6 +10,7 @@ final class PresenterHub: Sendable {
     private let local = Mutex<[UInt64: PresenterRegistration]>([:])
     private let localCount = Atomic<Int>(0)
     private let rendezvousState = Mutex<Rendezvous?>(nil)
+    private let watcherState = Mutex<ChangeWatcher??>(nil)
 
     init(lockDirectory: String, root: String) {
         self.lockDirectory = lockDirectory
@@ -22,7 +23,25 @@ final class PresenterHub: Sendable {
         }
     }
 
+    /// The inotify watcher, started with the first registration (nil if inotify is unavailable).
+    var watcher: ChangeWatcher? {
+        watcherState.withLock { state in
+            if state == nil {
+                state = .some(ChangeWatcher { [weak self] path in self?.reportUncoordinatedChange(at: path) })
+            }
+            return state!
+        }
+    }
+
+    /// Tells the presenters of `path` in this process that it changed without coordination.
+    private func reportUncoordinatedChange(at path: String) {
+        for registration in localRegistrations(presenting: path) {
+            registration.queue.async { registration.presenter.presentedItemDidChange() }
+        }
+    }
+
     func add(_ registration: PresenterRegistration) throws(CoordinationError) {
+        watcher?.watch(registration.presentedPath)
         let paths = local.withLock { local in
             local[registration.id] = registration
             return local.values.map(\.presentedPath)

@@ -11,10 +11,10 @@ enum PresenterMessage: Sendable, Hashable {
     case didChange
     case subitemDidChange(at: String)
 
-    /// Whether the presenter hands back a reacquirer that must run when the access ends.
-    var isRelinquish: Bool {
+    /// Whether the presenter stays relinquished until the access ends (its reacquirer, if any, runs then).
+    var holdsAccess: Bool {
         switch self {
-        case .relinquishToReader, .relinquishToWriter: true
+        case .relinquishToReader, .relinquishToWriter, .accommodateDeletion: true
         default: false
         }
     }
@@ -83,13 +83,29 @@ enum PresenterMessage: Sendable, Hashable {
         return result
     }
 
+    /// What ends a relinquish or deletion lease for `registration`: the grace period starts.
+    static func endOfAccess(for registration: PresenterRegistration) -> @Sendable () -> Void {
+        let path = registration.presentedPath
+        return { registration.hub.watcher?.quiet(path, until: monotonicNow() &+ ChangeWatcher.grace) }
+    }
+
     /// Runs the callback on `registration`'s presenter (on the caller's thread: call it on the registration's queue).
     /// - Returns: the reacquirer of a relinquish callback.
     func deliver(to registration: PresenterRegistration) -> (@Sendable () -> Void)? {
         let presenter = registration.presenter
+        let watcher = registration.hub.watcher
+        let path = registration.presentedPath
+        switch self {
+        case .save, .relinquishToReader, .relinquishToWriter, .accommodateDeletion:
+            // The coordinated access accounts for changes until it ends (see `endOfAccess`).
+            watcher?.quiet(path, until: .max)
+        case .didMove, .didChange, .subitemDidChange:
+            watcher?.quiet(path, until: monotonicNow() &+ ChangeWatcher.grace)
+        }
         switch self {
         case .save:
             try? presenter.savePresentedItemChanges()
+            watcher?.quiet(path, until: monotonicNow() &+ ChangeWatcher.grace)
         case .relinquishToReader(let accessed, let pid):
             return presenter.relinquishPresentedItem(toReader: PresenterAccess(url: URL(fileURLWithPath: accessed), processID: pid))
         case .relinquishToWriter(let accessed, let pid):
@@ -98,6 +114,7 @@ enum PresenterMessage: Sendable, Hashable {
             try? presenter.accommodatePresentedItemDeletion()
         case .didMove(let to):
             registration.moved(to: to)
+            watcher?.watch(to)
             presenter.presentedItemDidMove(to: URL(fileURLWithPath: to))
         case .didChange:
             presenter.presentedItemDidChange()

@@ -21,9 +21,9 @@ final class RecordingPresenter: FilePresenter, @unchecked Sendable {
     var events: [String] { lock.withLock { log } }
 
     /// Waits until `count` events have arrived (callbacks after the access are asynchronous).
-    func waitForEvents(_ count: Int) -> [String] {
+    func waitForEvents(_ count: Int, within seconds: Double = 5) -> [String] {
         while events.count < count {
-            if arrived.wait(timeout: .now() + 5) == .timedOut { break }
+            if arrived.wait(timeout: .now() + seconds) == .timedOut { break }
         }
         return events
     }
@@ -112,6 +112,23 @@ final class InProcessPresenterTests: XCTestCase {
         try coordinator.coordinate(writingItemAt: item) { _ in }
         XCTAssertEqual(theirs.waitForEvents(3), ["relinquish-writer", "reacquire", "did-change"])
         XCTAssertEqual(mine.events, [], "a coordinator must not message its own presenter")
+    }
+
+    func testUncoordinatedWritesAreReportedOnceAfterTheFact() throws {
+        let root = try makeScratchDirectory()
+        let domain = try CoordinationDomain(root: root)
+        let item = root.appendingPathComponent("doc")
+        let presenter = RecordingPresenter()
+        let registration = try FileCoordinator.addFilePresenter(presenter, presenting: item, in: domain)
+        defer { registration.remove() }
+
+        try Data("written without coordination".utf8).write(to: item)
+        XCTAssertEqual(presenter.waitForEvents(1), ["did-change"], "an uncoordinated write should be reported")
+
+        // A coordinated write is reported by the coordinator only, not a second time by inotify.
+        try FileCoordinator(domain: domain).coordinate(writingItemAt: item) { url in try Data("coordinated".utf8).write(to: url) }
+        XCTAssertEqual(presenter.waitForEvents(4), ["did-change", "relinquish-writer", "reacquire", "did-change"])
+        XCTAssertEqual(presenter.waitForEvents(5, within: 0.5).count, 4, "the coordinated write was reported twice")
     }
 
     func testRemovedPresenterHearsNothing() throws {
