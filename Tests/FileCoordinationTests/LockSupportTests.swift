@@ -28,6 +28,24 @@ final class LockSupportTests: XCTestCase {
         }
     }
 
+    func testMachineWideDomainCoordinatesAnyPath() throws {
+        let domain = try CoordinationDomain.machineWide()
+        XCTAssertEqual(domain.root.path, "/")
+        let item = try makeScratchDirectory().appendingPathComponent("anywhere")
+        let seen = try FileCoordinator(domain: domain).coordinate(writingItemAt: item) { $0 }
+        XCTAssertEqual(seen, item)
+    }
+
+    func testOneLockDirectoryServesOneRoot() throws {
+        let first = try makeScratchDirectory()
+        let second = try makeScratchDirectory()
+        let locks = first.appendingPathComponent("locks")
+        _ = try CoordinationDomain(root: first, lockDirectory: locks)
+        XCTAssertThrowsError(try CoordinationDomain(root: second, lockDirectory: locks)) { error in
+            XCTAssertEqual((error as? CoordinationError)?.code, .invalidRequest)
+        }
+    }
+
     func testDomainReportsItsFilesystem() throws {
         let root = try makeScratchDirectory()
         let domain = try CoordinationDomain(root: root)
