@@ -25,12 +25,16 @@ struct StressCommand {
         coordinator = FileCoordinator(domain: try arguments.domain(), timeout: .seconds(60))
         root = URL(fileURLWithPath: try arguments.string("root"))
         items = try arguments.string("items").split(separator: ",").map(String.init)
+        let all = try arguments.string("all").split(separator: ",").map(String.init)
+        guard !items.isEmpty, items.allSatisfy(all.contains) else {
+            throw WorkerError(description: "every --items entry must also be listed in --all")
+        }
         mode = try arguments.string("mode")
         iterations = try arguments.int("iterations")
         hold = UInt32(try arguments.int("hold-us", default: 0))
         log = open(try arguments.string("log"), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
         bare = arguments.flag("bare")
-        board = try Scoreboard(path: try arguments.string("scoreboard"), names: try arguments.string("all").split(separator: ",").map(String.init))
+        board = try Scoreboard(path: try arguments.string("scoreboard"), names: all)
     }
 
     func run() throws -> Int32 {
@@ -150,8 +154,9 @@ struct Scoreboard {
         counters = mapped.assumingMemoryBound(to: Int64.self)
     }
 
+    /// The counter of `kind` for `name`; `name` is one of `names` (checked when the arguments are parsed).
     private func counter(_ name: String, _ kind: Int) -> UnsafeMutablePointer<Int64> {
-        counters + (names.firstIndex(of: name)! * 3 + kind)
+        counters + ((names.firstIndex(of: name) ?? 0) * 3 + kind)
     }
 
     private func value(_ name: String, _ kind: Int) -> Int64 { dp_atomic_fetch_add_i64(counter(name, kind), 0) }
