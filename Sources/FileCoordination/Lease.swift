@@ -6,9 +6,14 @@ import Synchronization
 ///
 /// Each coordination in flight gets its own description, so the kernel excludes threads of this
 /// process from each other exactly as it excludes other processes.
+///
+/// The descriptor is closed when its last user lets go: the coordination (or the pool) holds one
+/// reference, and a kernel wait in progress holds another, so a wait abandoned at its deadline can
+/// never close a descriptor number that the coordination is still using (or that was reused).
 final class Lease: Sendable {
     let fd: Int32
     private let poisoned = Atomic<Bool>(false)
+    private let references = Atomic<Int>(1)
 
     init(fd: Int32) { self.fd = fd }
 
@@ -17,8 +22,13 @@ final class Lease: Sendable {
 
     var isPoisoned: Bool { poisoned.load(ordering: .sequentiallyConsistent) }
 
-    /// Closes the descriptor; called by the abandoned wait's thread once the kernel returns.
-    func closeAbandoned() { _ = Glibc.close(fd) }
+    /// Adds a user (a kernel wait about to start).
+    func retain() { references.add(1, ordering: .sequentiallyConsistent) }
+
+    /// Drops a user; the last one closes the descriptor.
+    func release() {
+        if references.subtract(1, ordering: .sequentiallyConsistent).newValue == 0 { _ = Glibc.close(fd) }
+    }
 }
 
 /// A small process-wide pool of lock-file descriptions for one domain.
@@ -47,12 +57,11 @@ final class LeasePool: Sendable {
     /// Releases every lock of the lease and returns it to the pool (unless an abandoned wait owns it).
     func checkin(_ lease: Lease) {
         OFDLock.unlockAll(fd: lease.fd)
-        if lease.isPoisoned { return }
-        let kept = idle.withLock { idle -> Bool in
+        let kept = !lease.isPoisoned && idle.withLock { idle -> Bool in
             guard idle.count < Self.keepIdle else { return false }
             idle.append(lease)
             return true
         }
-        if !kept { _ = Glibc.close(lease.fd) }
+        if !kept { lease.release() }
     }
 }

@@ -7,8 +7,8 @@ import Synchronization
 ///
 /// The requester waits for the first of: the lock granted, the deadline, or cancellation. If it
 /// gives up first, the lease is poisoned: the waiting thread, when the kernel eventually grants the
-/// lock, releases everything on that descriptor and closes it, so an abandoned wait never leaves a
-/// lock behind and the descriptor is never reused.
+/// lock, releases everything on that descriptor, and the descriptor is closed once both have let
+/// go, so an abandoned wait never leaves a lock behind and the descriptor is never reused.
 final class LockWait: Sendable {
     enum Outcome: Sendable, Equatable {
         case acquired
@@ -32,15 +32,15 @@ final class LockWait: Sendable {
     /// Starts the kernel wait on a waiter thread.
     func start(_ type: LockType, start: Int64, length: Int64) {
         let fd = lease.fd
+        lease.retain()
         WaiterThreads.shared.run { [self] in
             let result = OFDLock.waitSet(fd: fd, type, start: start, length: length)
             let outcome: Outcome = result == .done ? .acquired : .failed(errnoOf(result))
-            let won = resolve(outcome)
-            if !won {
-                // The requester gave up and poisoned the lease: drop whatever we got and close it.
+            if !resolve(outcome) {
+                // The requester gave up and poisoned the lease: drop whatever the kernel granted.
                 OFDLock.unlockAll(fd: fd)
-                lease.closeAbandoned()
             }
+            lease.release()
         }
     }
 
