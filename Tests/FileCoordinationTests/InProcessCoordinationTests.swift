@@ -1,6 +1,7 @@
 // Threads of one process: sharing, exclusion, nesting, timeouts, cancellation, options and bad input.
 @testable import FileCoordination
 import Foundation
+import Synchronization
 import XCTest
 
 final class InProcessCoordinationTests: XCTestCase {
@@ -59,6 +60,46 @@ final class InProcessCoordinationTests: XCTestCase {
             assertTimesOut { try impatient.coordinate(readingItemAt: url("f")) { _ in } }
             assertTimesOut { try impatient.coordinate(writingItemAt: url("f")) { _ in } }
         }
+    }
+
+    func testThreadsOfOneProcessExcludeEachOther() throws {
+        // Four reader threads and three writer threads, each with its own coordinator, on one item:
+        // every section checks the shared counters (the kernel separates the threads' open file descriptions).
+        let readers = Atomic<Int>(0)
+        let writers = Atomic<Int>(0)
+        let violations = Atomic<Int>(0)
+        let sharedReads = Atomic<Int>(0)
+        let group = DispatchGroup()
+        let item = url("f")
+        let domain = self.domain!
+        for index in 0..<7 {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                let coordinator = FileCoordinator(domain: domain, timeout: .seconds(20))
+                for _ in 0..<200 {
+                    if index < 4 {
+                        try? coordinator.coordinate(readingItemAt: item) { _ in
+                            let inside = readers.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue
+                            if inside > 1 { sharedReads.add(1, ordering: .relaxed) }
+                            if writers.load(ordering: .sequentiallyConsistent) != 0 { violations.add(1, ordering: .relaxed) }
+                            usleep(20)
+                            readers.subtract(1, ordering: .sequentiallyConsistent)
+                        }
+                    } else {
+                        try? coordinator.coordinate(writingItemAt: item) { _ in
+                            if writers.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue != 1 { violations.add(1, ordering: .relaxed) }
+                            if readers.load(ordering: .sequentiallyConsistent) != 0 { violations.add(1, ordering: .relaxed) }
+                            usleep(20)
+                            writers.subtract(1, ordering: .sequentiallyConsistent)
+                        }
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success)
+        XCTAssertEqual(violations.load(ordering: .relaxed), 0)
+        XCTAssertGreaterThan(sharedReads.load(ordering: .relaxed), 0, "readers in different threads should share")
     }
 
     func testDeletingMovingReplacingADirectoryExcludesItsContents() throws {
