@@ -44,12 +44,17 @@ final class RecordingPresenter: FilePresenter, @unchecked Sendable {
 }
 
 final class InProcessPresenterTests: XCTestCase {
-    func testReadAndWriteCallbacksInOrderOffTheCallersThread() throws {
+    /// A fresh domain with a RecordingPresenter registered for its item "doc".
+    private func presentedDocument() throws -> (CoordinationDomain, URL, RecordingPresenter, PresenterRegistration) {
         let root = try makeScratchDirectory()
         let domain = try CoordinationDomain(root: root)
         let item = root.appendingPathComponent("doc")
         let presenter = RecordingPresenter()
-        let registration = try FileCoordinator.addFilePresenter(presenter, presenting: item, in: domain)
+        return (domain, item, presenter, try FileCoordinator.addFilePresenter(presenter, presenting: item, in: domain))
+    }
+
+    func testReadAndWriteCallbacksInOrderOffTheCallersThread() throws {
+        let (domain, item, presenter, registration) = try presentedDocument()
         defer { registration.remove() }
         let coordinator = FileCoordinator(domain: domain)
 
@@ -115,11 +120,7 @@ final class InProcessPresenterTests: XCTestCase {
     }
 
     func testUncoordinatedWritesAreReportedOnceAfterTheFact() throws {
-        let root = try makeScratchDirectory()
-        let domain = try CoordinationDomain(root: root)
-        let item = root.appendingPathComponent("doc")
-        let presenter = RecordingPresenter()
-        let registration = try FileCoordinator.addFilePresenter(presenter, presenting: item, in: domain)
+        let (domain, item, presenter, registration) = try presentedDocument()
         defer { registration.remove() }
 
         try Data("written without coordination".utf8).write(to: item)
