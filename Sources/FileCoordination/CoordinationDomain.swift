@@ -31,6 +31,12 @@ public struct CoordinationDomain: Sendable {
             throw CoordinationError(
                 .invalidRequest, path: root.absoluteString, message: "the domain root must be an absolute file URL")
         }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: rootPath, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CoordinationError(
+                .invalidRequest, path: rootPath,
+                message: "the domain root '\(rootPath)' is not an existing directory; create it first")
+        }
         let resolvedRoot = Self.realPath(rootPath) ?? rootPath
         let lockPath = LockLayout.normalize(
             lockDirectory?.path(percentEncoded: false) ?? (resolvedRoot == "/" ? "/.coordination" : resolvedRoot + "/.coordination"))

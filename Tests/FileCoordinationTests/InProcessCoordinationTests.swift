@@ -313,6 +313,10 @@ final class InProcessCoordinationTests: XCTestCase {
         XCTAssertThrowsError(try CoordinationDomain(root: URL(string: "https://example.com")!)) { error in
             XCTAssertEqual((error as? CoordinationError)?.code, .invalidRequest)
         }
+        XCTAssertThrowsError(try CoordinationDomain(root: url("no-such-directory"))) { error in
+            XCTAssertEqual((error as? CoordinationError)?.code, .invalidRequest)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: url("no-such-directory").path), "a failed open must not create the root")
         XCTAssertThrowsError(try CoordinationDomain(root: root, lockDirectory: URL(fileURLWithPath: "/proc/forbidden"))) { error in
             XCTAssertEqual((error as? CoordinationError)?.code, .lockDirectoryUnavailable)
         }
