@@ -125,7 +125,7 @@ struct CoordinationOperation: Sendable {
     /// presenters to relinquish and takes `forUploading` snapshots.
     /// - Throws: `CoordinationError`; nothing is held then.
     func grantBlocking() throws(CoordinationError) -> Granted {
-        hub.requestSavesBlocking(items, excluding: excluded, deadline: presenterDeadline)
+        let missed = hub.requestSavesBlocking(items, excluding: excluded, deadline: presenterDeadline)
         let lease = try state.leases.checkout()
         var cursor = self.cursor(on: lease)
         do {
@@ -134,13 +134,14 @@ struct CoordinationOperation: Sendable {
             state.leases.checkin(lease)
             throw error
         }
-        return try locked(lease, hub.relinquishBlocking(items, excluding: excluded, deadline: presenterDeadline))
+        return try locked(
+            lease, hub.relinquishBlocking(items, excluding: excluded, skipping: missed, deadline: presenterDeadline))
     }
 
     /// The async form of `grantBlocking()`: waits suspend the task instead of blocking a thread.
     /// - Throws: `CoordinationError` (`.cancelled` on Task cancellation); nothing is held then.
     func grant() async throws(CoordinationError) -> Granted {
-        await hub.requestSaves(items, excluding: excluded, deadline: presenterDeadline)
+        let missed = await hub.requestSaves(items, excluding: excluded, deadline: presenterDeadline)
         let lease = try state.leases.checkout()
         var cursor = self.cursor(on: lease)
         do {
@@ -149,7 +150,8 @@ struct CoordinationOperation: Sendable {
             state.leases.checkin(lease)
             throw error
         }
-        return try locked(lease, await hub.relinquish(items, excluding: excluded, deadline: presenterDeadline))
+        return try locked(
+            lease, await hub.relinquish(items, excluding: excluded, skipping: missed, deadline: presenterDeadline))
     }
 
     /// The common step once the locks are held: context and snapshots.

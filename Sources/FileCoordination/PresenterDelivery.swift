@@ -9,6 +9,14 @@ import Synchronization
 enum PresenterEndpoint: Sendable {
     case local(PresenterRegistration)
     case remote(RemotePeer, presentedPath: String)
+
+    /// Identifies the endpoint within one coordination.
+    var key: String {
+        switch self {
+        case .local(let registration): "l\(registration.id)"
+        case .remote(let peer, let path): "r\(peer.id)\(path)"
+        }
+    }
 }
 
 /// Reacquirers collected from relinquish callbacks; each runs exactly once, even if it arrives late.
@@ -39,14 +47,22 @@ final class ReacquirerList: Sendable {
 }
 
 /// Sends one batch of messages in parallel and waits for the replies until a deadline.
-struct PresenterDelivery {
+final class PresenterDelivery: Sendable {
     let reacquirers = ReacquirerList()
     private let group = DispatchGroup()
+    /// Endpoints whose awaited reply has not come yet.
+    private let unanswered = Mutex<Set<String>>([])
+
+    /// The endpoints that did not answer in time (read after waiting): skipped for the rest of the coordination.
+    var missed: Set<String> { unanswered.withLock { $0 } }
 
     /// Starts delivering `message` to `endpoint`.
     /// - Parameter deadline: for remote endpoints, how long the socket exchange may take.
     func send(_ message: PresenterMessage, to endpoint: PresenterEndpoint, deadline: Duration, onUnreachable: @escaping @Sendable (RemotePeer) -> Void) {
         let reacquirers = self.reacquirers
+        let key = endpoint.key
+        if message.awaitsReply { unanswered.withLock { _ = $0.insert(key) } }
+        let answered: @Sendable () -> Void = { [self] in _ = unanswered.withLock { $0.remove(key) } }
         switch endpoint {
         case .local(let registration):
             if message.awaitsReply { group.enter() }
@@ -54,7 +70,10 @@ struct PresenterDelivery {
             registration.queue.async {
                 if let reacquire = message.deliver(to: registration) { reacquirers.add(reacquire, on: registration.queue) }
                 if message.holdsAccess { reacquirers.add(PresenterMessage.endOfAccess(for: registration), on: nil) }
-                if message.awaitsReply { group.leave() }
+                if message.awaitsReply {
+                    answered()
+                    group.leave()
+                }
             }
         case .remote(let peer, let path):
             if message.awaitsReply { group.enter() }
@@ -65,7 +84,9 @@ struct PresenterDelivery {
                 case .unreachable: onUnreachable(peer)
                 case .answered(let connection?):
                     reacquirers.add({ RemoteCall.reacquire(connection) }, on: nil)
-                case .answered(nil), .timedOut: break
+                    answered()
+                case .answered(nil): answered()
+                case .timedOut: break
                 }
                 if message.awaitsReply { group.leave() }
             }

@@ -91,10 +91,11 @@ final class PresenterHub: Sendable {
 
     /// The messages of one phase: each endpoint gets at most one message per item.
     private func messages(
-        for items: [ResolvedItem], excluding excluded: UInt64?,
+        for items: [ResolvedItem], excluding excluded: UInt64?, skipping: Set<String> = [],
         choose: (ResolvedItem, PresentedRelation) -> PresenterMessage?
     ) -> [(PresenterMessage, PresenterEndpoint)] {
-        let candidates = endpoints(excluding: excluded)
+        var candidates = endpoints(excluding: excluded)
+        if !skipping.isEmpty { candidates.removeAll { skipping.contains($0.endpoint.key) } }
         guard !candidates.isEmpty else { return [] }
         var result: [(PresenterMessage, PresenterEndpoint)] = []
         var seen = Set<String>()
@@ -103,18 +104,11 @@ final class PresenterHub: Sendable {
                 guard let relation = PresentedRelation(presented: path, accessed: item.absolute),
                     let message = choose(item, relation)
                 else { continue }
-                let key = "\(Self.key(endpoint))|\(message)"
+                let key = "\(endpoint.key)|\(message)"
                 if seen.insert(key).inserted { result.append((message, endpoint)) }
             }
         }
         return result
-    }
-
-    private static func key(_ endpoint: PresenterEndpoint) -> String {
-        switch endpoint {
-        case .local(let registration): "l\(registration.id)"
-        case .remote(let peer, let path): "r\(peer.id)\(path)"
-        }
     }
 
     private func deliver(_ messages: [(PresenterMessage, PresenterEndpoint)], deadline: Duration) -> PresenterDelivery {
@@ -135,21 +129,31 @@ final class PresenterHub: Sendable {
         }
     }
 
-    func requestSavesBlocking(_ items: [ResolvedItem], excluding: UInt64?, deadline: Duration) {
+    /// Asks for saves and waits up to `deadline`; returns the presenters that missed it.
+    func requestSavesBlocking(_ items: [ResolvedItem], excluding: UInt64?, deadline: Duration) -> Set<String> {
         let messages = saveMessages(items, excluding: excluding)
-        if !messages.isEmpty { deliver(messages, deadline: deadline).waitBlocking(deadline: deadline) }
+        guard !messages.isEmpty else { return [] }
+        let delivery = deliver(messages, deadline: deadline)
+        delivery.waitBlocking(deadline: deadline)
+        return delivery.missed
     }
 
-    func requestSaves(_ items: [ResolvedItem], excluding: UInt64?, deadline: Duration) async {
+    /// The async form of `requestSavesBlocking`.
+    func requestSaves(_ items: [ResolvedItem], excluding: UInt64?, deadline: Duration) async -> Set<String> {
         let messages = saveMessages(items, excluding: excluding)
-        if !messages.isEmpty { await deliver(messages, deadline: deadline).wait(deadline: deadline) }
+        guard !messages.isEmpty else { return [] }
+        let delivery = deliver(messages, deadline: deadline)
+        await delivery.wait(deadline: deadline)
+        return delivery.missed
     }
 
     // MARK: Phase 2 — with the locks held: presenters relinquish (or accommodate deletion).
 
-    private func relinquishMessages(_ items: [ResolvedItem], excluding: UInt64?) -> [(PresenterMessage, PresenterEndpoint)] {
+    private func relinquishMessages(
+        _ items: [ResolvedItem], excluding: UInt64?, skipping: Set<String>
+    ) -> [(PresenterMessage, PresenterEndpoint)] {
         let pid = getpid()
-        return messages(for: items, excluding: excluding) { item, relation in
+        return messages(for: items, excluding: excluding, skipping: skipping) { item, relation in
             switch relation {
             case .container: return nil
             case .inside where item.intent.access != .writeSubtree: return nil
@@ -161,16 +165,22 @@ final class PresenterHub: Sendable {
         }
     }
 
-    func relinquishBlocking(_ items: [ResolvedItem], excluding: UInt64?, deadline: Duration) -> ReacquirerList? {
-        let messages = relinquishMessages(items, excluding: excluding)
+    /// Asks for relinquishing (skipping presenters that already missed a deadline in this coordination).
+    func relinquishBlocking(
+        _ items: [ResolvedItem], excluding: UInt64?, skipping: Set<String>, deadline: Duration
+    ) -> ReacquirerList? {
+        let messages = relinquishMessages(items, excluding: excluding, skipping: skipping)
         guard !messages.isEmpty else { return nil }
         let delivery = deliver(messages, deadline: deadline)
         delivery.waitBlocking(deadline: deadline)
         return delivery.reacquirers
     }
 
-    func relinquish(_ items: [ResolvedItem], excluding: UInt64?, deadline: Duration) async -> ReacquirerList? {
-        let messages = relinquishMessages(items, excluding: excluding)
+    /// The async form of `relinquishBlocking`.
+    func relinquish(
+        _ items: [ResolvedItem], excluding: UInt64?, skipping: Set<String>, deadline: Duration
+    ) async -> ReacquirerList? {
+        let messages = relinquishMessages(items, excluding: excluding, skipping: skipping)
         guard !messages.isEmpty else { return nil }
         let delivery = deliver(messages, deadline: deadline)
         await delivery.wait(deadline: deadline)

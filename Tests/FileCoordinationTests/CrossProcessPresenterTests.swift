@@ -68,6 +68,13 @@ final class CrossProcessPresenterTests: XCTestCase {
         let elapsed = Date().timeIntervalSince(start)
         XCTAssertGreaterThanOrEqual(elapsed, deadline * 0.9, "the coordinator did not ask the presenter at all")
         XCTAssertLessThan(elapsed, deadline + 0.5, "a silent presenter held the writer for \(elapsed) s")
+        // A merging write asks to save and then to relinquish: a presenter that missed the first
+        // deadline is skipped for the second, so the delay stays one deadline, not two.
+        let mergeStart = Date()
+        try coordinator.coordinate(writingItemAt: item, options: .forMerging) { url in try Data("y".utf8).write(to: url) }
+        let mergeElapsed = Date().timeIntervalSince(mergeStart)
+        XCTAssertGreaterThanOrEqual(mergeElapsed, deadline * 0.9)
+        XCTAssertLessThan(mergeElapsed, deadline * 2 - 0.05, "the silent presenter was waited on twice (\(mergeElapsed) s)")
         presenter.kill()
     }
 
