@@ -78,10 +78,18 @@ final class WorkerProcess: @unchecked Sendable {
     }
 }
 
+/// The directory that holds this test run's scratch directories; removed when the test process exits.
+private let scratchBase: String = {
+    atexit {
+        _ = try? FileManager.default.removeItem(atPath: "/tmp/fc-tests-\(getpid())")
+    }
+    return "/tmp/fc-tests-\(getpid())"
+}()
+
 /// A fresh directory for one test.
 func makeScratchDirectory(_ name: String = #function) throws -> URL {
     let safe = name.filter { $0.isLetter || $0.isNumber }
-    let url = URL(fileURLWithPath: "/tmp/fc-tests-\(getpid())/\(safe)-\(UInt32.random(in: 0...UInt32.max))", isDirectory: true)
+    let url = URL(fileURLWithPath: "\(scratchBase)/\(safe)-\(UInt32.random(in: 0...UInt32.max))", isDirectory: true)
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }
