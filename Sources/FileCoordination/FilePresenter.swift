@@ -37,6 +37,7 @@ public protocol FilePresenter: AnyObject, Sendable {
     func presentedSubitemDidChange(at url: URL)
 }
 
+/// Defaults: every callback does nothing, and relinquishing hands back no reacquirer.
 extension FilePresenter {
     public func relinquishPresentedItem(toReader access: PresenterAccess) -> (@Sendable () -> Void)? { nil }
     public func relinquishPresentedItem(toWriter access: PresenterAccess) -> (@Sendable () -> Void)? { nil }

@@ -8,13 +8,15 @@ import Synchronization
 /// Where a message goes: a registration of this process, or a presenter process.
 enum PresenterEndpoint: Sendable {
     case local(PresenterRegistration)
-    case remote(RemotePeer, presentedPath: String)
+    /// A presenter process; `queue` is this process's serial queue for that peer, so the messages
+    /// of one access (relinquish, reacquire, did-change) and of later accesses arrive in order.
+    case remote(RemotePeer, presentedPath: String, queue: DispatchQueue)
 
     /// Identifies the endpoint within one coordination.
     var key: String {
         switch self {
         case .local(let registration): "l\(registration.id)"
-        case .remote(let peer, let path): "r\(peer.id)\(path)"
+        case .remote(let peer, let path, _): "r\(peer.id)\(path)"
         }
     }
 }
@@ -75,15 +77,15 @@ final class PresenterDelivery: Sendable {
                     group.leave()
                 }
             }
-        case .remote(let peer, let path):
+        case .remote(let peer, let path, let queue):
             if message.awaitsReply { group.enter() }
             let group = self.group
-            DispatchQueue.global().async {
+            queue.async {
                 let outcome = RemoteCall.exchange(message, presentedPath: path, peer: peer, deadline: deadline)
                 switch outcome {
                 case .unreachable: onUnreachable(peer)
                 case .answered(let connection?):
-                    reacquirers.add({ RemoteCall.reacquire(connection) }, on: nil)
+                    reacquirers.add({ RemoteCall.reacquire(connection, deadline: deadline) }, on: queue)
                     answered()
                 case .answered(nil): answered()
                 case .timedOut: break
@@ -130,10 +132,6 @@ enum RemoteCall {
             _ = Glibc.close(fd)
             return .unreachable
         }
-        guard message.awaitsReply else {
-            _ = Glibc.close(fd)
-            return .answered(nil)
-        }
         var reader = LineReader(fd: fd)
         let milliseconds = Int32(clamping: deadline.nanoseconds / 1_000_000)
         guard reader.next(timeoutMS: milliseconds) == "ok" else {
@@ -145,9 +143,12 @@ enum RemoteCall {
         return .answered(nil)
     }
 
-    /// Ends a relinquish lease: the presenter runs its reacquirers.
-    static func reacquire(_ fd: Int32) {
+    /// Ends a relinquish lease: the presenter queues its reacquirers, then acknowledges (so later
+    /// messages to it, sent after this returns, reach its presenters after the reacquirers).
+    static func reacquire(_ fd: Int32, deadline: Duration) {
         _ = "reacquire\n".withCString { send(fd, $0, 10, Int32(MSG_NOSIGNAL)) }
+        var reader = LineReader(fd: fd)
+        _ = reader.next(timeoutMS: Int32(clamping: deadline.nanoseconds / 1_000_000))
         _ = Glibc.close(fd)
     }
 }

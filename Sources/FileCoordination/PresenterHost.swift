@@ -68,17 +68,19 @@ final class PresenterHost: Sendable {
                 group.leave()
             }
         }
-        if message.awaitsReply {
-            _ = group.wait(timeout: .now() + .seconds(120))
-            _ = "ok\n".withCString { send(fd, $0, 3, Int32(MSG_NOSIGNAL)) }
-        }
+        // Callbacks the coordinator waits for are acknowledged once they ran; notifications once
+        // they are queued, so the next message on this peer's queue cannot overtake them.
+        if message.awaitsReply { _ = group.wait(timeout: .now() + .seconds(120)) }
+        _ = "ok\n".withCString { send(fd, $0, 3, Int32(MSG_NOSIGNAL)) }
         guard message.holdsAccess else {
             reacquirers.runAll()
             return
         }
-        // The connection is the access's lease: "reacquire", EOF or an error all end it.
+        // The connection is the access's lease: "reacquire", EOF or an error all end it. The
+        // reacquirers are queued before the acknowledgement, so they run before later messages.
         _ = reader.next(timeoutMS: -1)
         reacquirers.runAll()
+        _ = "ok\n".withCString { send(fd, $0, 3, Int32(MSG_NOSIGNAL)) }
     }
 }
 

@@ -1,4 +1,5 @@
 // Which presenters an access concerns, and the three phases: save before, relinquish during, notify after.
+import Dispatch
 import Foundation
 import Synchronization
 internal import Glibc
@@ -11,6 +12,8 @@ final class PresenterHub: Sendable {
     private let localCount = Atomic<Int>(0)
     private let rendezvousState = Mutex<Rendezvous?>(nil)
     private let watcherState = Mutex<ChangeWatcher??>(nil)
+    /// One serial queue per presenter process, for every message sent to it.
+    private let peerQueues = Mutex<[String: DispatchQueue]>([:])
 
     init(lockDirectory: String, root: String) {
         self.lockDirectory = lockDirectory
@@ -84,7 +87,13 @@ final class PresenterHub: Sendable {
             }
         }
         for peer in rendezvous()?.peers() ?? [] {
-            for path in peer.paths { result.append((.remote(peer, presentedPath: path), path)) }
+            let queue = peerQueues.withLock { queues in
+                if let queue = queues[peer.id] { return queue }
+                let queue = DispatchQueue(label: "FileCoordination.peer.\(peer.id)")
+                queues[peer.id] = queue
+                return queue
+            }
+            for path in peer.paths { result.append((.remote(peer, presentedPath: path, queue: queue), path)) }
         }
         return result
     }

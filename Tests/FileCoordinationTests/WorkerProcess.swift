@@ -44,13 +44,18 @@ final class WorkerProcess: @unchecked Sendable {
         }
     }
 
-    /// Reads lines until one starts with `prefix`; fails the test at end of output.
+    /// Reads lines until one starts with `prefix`; fails the test at end of output, or after
+    /// `seconds` (the worker is then killed, so a lost message fails the test instead of hanging it).
     @discardableResult
-    func expect(_ prefix: String, file: StaticString = #filePath, line number: UInt = #line) -> String {
+    func expect(_ prefix: String, within seconds: Double = 30, file: StaticString = #filePath, line number: UInt = #line) -> String {
+        let pid = process.processIdentifier
+        let watchdog = DispatchWorkItem { Foundation.kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: watchdog)
+        defer { watchdog.cancel() }
         while let next = line() {
             if next.hasPrefix(prefix) { return next }
         }
-        XCTFail("worker ended without printing '\(prefix)'", file: file, line: number)
+        XCTFail("worker ended (or was killed after \(seconds) s) without printing '\(prefix)'", file: file, line: number)
         return ""
     }
 
