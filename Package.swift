@@ -43,7 +43,7 @@ let package = Package(
             name: "keyring-probe",
             dependencies: ["KernelKeyring", "CKeyutils", .product(name: "Logging", package: "swift-log")]),
         // NSFileCoordinator-style coordination; independent of the encryption.
-        .target(name: "FileCoordination", dependencies: ["CShims"]),
+        .target(name: "FileCoordination", dependencies: ["CShims"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
@@ -53,6 +53,8 @@ let package = Package(
             exclude: ["Domain/README.md"]),
         // Measures unlock, key fetch per open, passphrase change at 10 vs 10,000 files, rotation (BENCHMARKS.md).
         .executableTarget(name: "dp-keybench", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"]),
+        // A real process for FileCoordination's cross-process tests and benchmarks.
+        .executableTarget(name: "coordination-worker", dependencies: ["FileCoordination", "CShims"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -75,11 +77,11 @@ let package = Package(
         .testTarget(
             name: "KernelKeyringTests",
             dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination"]),
+        .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker"]),
         .testTarget(
             name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
-        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring"]),
+        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "dpctl", "dp-example-service"]),
     ]
 )
