@@ -39,6 +39,8 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         case keyringUnavailable
         /// A file or directory holding secrets is readable or writable by others; the message names the `chmod` fix.
         case insecurePermissions
+        /// File coordination did not grant access (timed out, would deadlock, cancelled).
+        case coordinationFailed
         /// A system call failed with this errno.
         case io(Int32)
     }
