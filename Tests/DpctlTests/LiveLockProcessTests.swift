@@ -101,3 +101,96 @@ final class LiveLockProcessTests: DpctlTestCase {
         print("live-lock torture: \(services.count) processes × 2 tasks per class, \(cycles) lock cycles, \(ops) operations (\(succeeded) ok, \(lockedErrors) locked), \(lastAck.count) files verified, 0 torn files, 0 crashes")
     }
 }
+
+/// After `lock` returns, no worker process's memory holds the complete class key, any
+/// per-file key of a complete file, or the keys derived from one.
+final class KeyResidueTests: DpctlTestCase {
+    /// Every readable mapping of process `pid`, read through /proc/PID/mem (root, or ptrace rights, needed).
+    func memory(of pid: Int32) throws -> [[UInt8]] {
+        let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+        let fd = open("/proc/\(pid)/mem", O_RDONLY)
+        guard fd >= 0 else { throw XCTSkip("cannot read /proc/\(pid)/mem (errno \(errno)): this test needs root or ptrace rights") }
+        defer { close(fd) }
+        var regions: [[UInt8]] = []
+        for line in maps.split(separator: "\n") {
+            let f = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard f.count >= 2, f[1].hasPrefix("r"), !line.contains("[vvar]"), !line.contains("[vsyscall]") else { continue }
+            let range = f[0].split(separator: "-").compactMap { UInt64($0, radix: 16) }
+            guard range.count == 2 else { continue }
+            var start = range[0]
+            while start < range[1] {  // 1 MiB at a time; unreadable pages are skipped
+                let n = Int(min(1 << 20, range[1] - start))
+                var buf = [UInt8](repeating: 0, count: n)
+                let got = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, n, off_t(Int64(bitPattern: start))) }
+                if got > 0 { regions.append(Array(buf[0..<got])) }
+                start += UInt64(n)
+            }
+        }
+        return regions
+    }
+
+    /// Which of `needles` occur anywhere in `regions` (indexed by their first 8 bytes).
+    func find(_ needles: [(String, [UInt8])], in regions: [[UInt8]]) -> Set<String> {
+        var byPrefix: [UInt64: [(String, [UInt8])]] = [:]
+        for n in needles { byPrefix[n.1.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }, default: []].append(n) }
+        var found = Set<String>()
+        for r in regions where r.count >= 32 {
+            r.withUnsafeBytes { b in
+                for i in 0...(b.count - 32) {
+                    guard let cands = byPrefix[b.loadUnaligned(fromByteOffset: i, as: UInt64.self)] else { continue }
+                    for (what, key) in cands where memcmp(b.baseAddress! + i, key, key.count) == 0 { found.insert(what) }
+                }
+            }
+        }
+        return found
+    }
+
+    func testNoKeyOfALockedClassRemainsInAnyWorkerAfterLock() throws {
+        _ = try initDomain()
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        let work = dir + "/work"
+        let service = try builtProduct("dp-example-service")
+        var workers: [Process] = []
+        for i in 0..<2 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: service)
+            let ready = "\(dir)/ready-\(i)"
+            p.arguments = ["--work", work, "--seconds", "120", "--hold", "20", "--tasks-per-class", "1", "--ready", ready]
+            p.environment = environment
+            p.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+            try p.run()
+            workers.append(p)
+            XCTAssertTrue(eventually(within: .seconds(30)) { FileManager.default.fileExists(atPath: ready) })
+        }
+        defer { for p in workers { p.terminate(); p.waitUntilExit() } }
+
+        // The test door: the class key and every held file's per-file key, plus the keys derived from it.
+        let domain = try ProtectionDomain.open(at: DomainLocation(home: home, deviceDirectory: devices), keyStore: .kernel(.session))
+        var needles: [(String, [UInt8])] = []
+        guard let classKey = try domain.store.secret(.complete, 1) else { return XCTFail("class complete is not in the keyring") }
+        needles.append(("class key complete", classKey.exposedForTest()))
+        var derived: [(String, [UInt8])] = []
+        let held = try FileManager.default.contentsOfDirectory(atPath: work).filter { $0.hasPrefix("held-") }
+        XCTAssertEqual(held.count, 40)
+        for name in held {
+            let fk = try domain.files.perFileKeyForTesting("\(work)/\(name)")
+            needles.append(("per-file key of \(name)", fk.exposedForTest()))
+            let content = try KeyDerivation.subkey(of: fk, context: FileKeys.contentContext, id: 1)
+            let mac = try KeyDerivation.subkey(of: fk, context: FileKeys.headerContext, id: 1)
+            derived.append(("content key of \(name)", content.exposedForTest()))
+            derived.append(("header key of \(name)", mac.exposedForTest()))
+        }
+        needles += derived
+
+        // Control: before the lock the workers' open handles hold their derived keys, so the scan finds them.
+        var before = Set<String>()
+        for p in workers { before.formUnion(find(needles, in: try memory(of: p.processIdentifier))) }
+        XCTAssertGreaterThan(before.filter { $0.hasPrefix("content key") }.count, 0, "the memory scan cannot see keys that are there")
+
+        let r = try ok(["lock"])
+        var after = Set<String>()
+        for p in workers { after.formUnion(find(needles, in: try memory(of: p.processIdentifier))) }
+        XCTAssertEqual(after, [], "key material left in worker memory after lock: \(after.sorted())")
+        print("key residue: \(workers.count) workers × 20 held complete handles; \(needles.count) keys sought; \(before.count) found before lock, \(after.count) after; \(r.stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
+    }
+}
