@@ -47,7 +47,10 @@ let package = Package(
             dependencies: [
                 "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims",
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ],
+            exclude: ["Container/README.md"]),
+        // Holds a container in use from another process (ContainerPurgeTests).
+        .executableTarget(name: "container-hold", dependencies: ["DataProtection"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -69,7 +72,7 @@ let package = Package(
             dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination"]),
         .testTarget(
-            name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto"],
+            name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto", "container-hold"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DpctlTests", dependencies: ["DataProtection"]),
     ]
