@@ -27,6 +27,11 @@ extension FileIO {
 
 /// Buffer handling for the `*xattr` calls, whichever form (path, link, descriptor) they take.
 enum ExtendedAttributes {
+    /// The value of attribute `name` of `path` (not following a final link); nil when absent.
+    static func value(of name: String, at path: String) throws(SystemError) -> [UInt8]? {
+        try value { lgetxattr(path, name, $0, $1) }
+    }
+
     /// The attribute names a `listxattr`-style call returns (`call(buffer, size)`).
     static func names(_ call: (UnsafeMutablePointer<CChar>?, Int) -> Int) throws(SystemError) -> [String] {
         while true {
