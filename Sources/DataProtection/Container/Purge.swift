@@ -56,6 +56,11 @@ public enum Purge {
     /// Purges the container at `root`.
     /// - Throws: `.notFound`, `.escapesContainer`, `.io` (the report of a partial purge is lost; rerun it).
     public static func run(containerAt root: String, options: PurgeOptions = .init()) throws(ProtectionError) -> PurgeReport {
+        try run(containerAt: root, options: options, freeBytes: freeBytes)
+    }
+
+    /// `run` with the free-space measurement as a seam (tests model a nearly full filesystem).
+    static func run(containerAt root: String, options: PurgeOptions, freeBytes: (Confinement) -> Int64) throws(ProtectionError) -> PurgeReport {
         let c: Confinement
         do throws(SystemError) { c = try Confinement(root: root) } catch { throw .errno(error.errno, "open the container", root) }
         var report = PurgeReport()

@@ -1,0 +1,167 @@
+import Foundation
+@testable import DataProtection
+import XCTest
+
+/// Purge empties tmp and Caches, oldest first, never in a container in use, never a file being written.
+final class ContainerPurgeTests: XCTestCase {
+    /// Fills a closed container: purgeable files with distinct ages, and user data.
+    func fill(_ root: String, keys: InMemoryClassKeys) throws -> [String] {
+        let c = try Container(at: root, keys: keys)
+        defer { c.close() }
+        try c.createDirectory("Library/Caches/thumbs")
+        let purgeable = ["tmp/a", "Library/Caches/b", "Library/Caches/thumbs/c", "tmp/d"]
+        for (i, p) in purgeable.enumerated() {
+            try c.write([UInt8](repeating: UInt8(i), count: 1000 * (i + 1)), to: p)
+            // Ages: tmp/a oldest … tmp/d newest.
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_000_000 + Double(i) * 3600)], ofItemAtPath: root + "/" + p)
+        }
+        try c.write(Array("keep".utf8), to: "Documents/keep.txt")
+        try c.write(Array("keep".utf8), to: "Library/Application Support/keep.db")
+        return purgeable
+    }
+
+    func exists(_ root: String, _ p: String) -> Bool { FileManager.default.fileExists(atPath: root + "/" + p) }
+
+    func testPurgeAllEmptiesTmpAndCachesOnlyAndKeepsTheTags() throws {
+        let (c, keys, root) = try makeContainer(self)
+        c.close()
+        let purgeable = try fill(root, keys: keys)
+        let report = try Purge.run(containerAt: root)
+        XCTAssertFalse(report.skippedInUse)
+        XCTAssertEqual(report.removed.map(\.path), purgeable, "oldest first")
+        XCTAssertEqual(report.freedBytes, report.removed.reduce(0) { $0 + $1.size })
+        for p in purgeable { XCTAssertFalse(exists(root, p), p) }
+        XCTAssertFalse(exists(root, "Library/Caches/thumbs"), "emptied subdirectories go too")
+        for p in ["Documents/keep.txt", "Library/Application Support/keep.db", "Library/Caches/CACHEDIR.TAG", "tmp/CACHEDIR.TAG", "Library/Caches", "tmp"] {
+            XCTAssertTrue(exists(root, p), p)
+        }
+        XCTAssertEqual(try Purge.run(containerAt: root).removed.count, 0)
+    }
+
+    func testPurgeUntilFreeSpaceStopsOnceEnoughIsFreeOldestFirst() throws {
+        let (c, keys, root) = try makeContainer(self)
+        c.close()
+        let purgeable = try fill(root, keys: keys)
+        // A nearly full filesystem: free space is a budget minus what the purgeable files hold.
+        let budget: Int64 = 1_000_000
+        let model: (Confinement) -> Int64 = { _ in
+            budget - purgeable.reduce(Int64(0)) { sum, p in
+                sum + ((try? FileManager.default.attributesOfItem(atPath: root + "/" + p)[.size] as? Int).flatMap { Int64($0) } ?? 0)
+            }
+        }
+        let sizes = purgeable.map { Int64((try! FileManager.default.attributesOfItem(atPath: root + "/" + $0)[.size] as! Int)) }
+        let total = sizes.reduce(0, +)
+        // Wanting just over what freeing the two oldest gives: exactly those two go.
+        let want = budget - total + sizes[0] + sizes[1] - 1
+        let report = try Purge.run(containerAt: root, options: PurgeOptions(target: .untilFreeBytes(want)), freeBytes: model)
+        XCTAssertEqual(report.removed.map(\.path), Array(purgeable.prefix(2)))
+        XCTAssertTrue(exists(root, purgeable[2]) && exists(root, purgeable[3]))
+        // With the real filesystem: 0 bytes wanted removes nothing; more than the disk holds removes all.
+        XCTAssertEqual(try Purge.run(containerAt: root, options: PurgeOptions(target: .untilFreeBytes(0))).removed.count, 0)
+        let all = try Purge.run(containerAt: root, options: PurgeOptions(target: .untilFreeBytes(.max)))
+        XCTAssertEqual(all.removed.map(\.path), Array(purgeable.suffix(2)))
+        XCTAssertGreaterThan(all.freeBytesAfter, 0)
+    }
+
+    func testPurgeSkipsAContainerThisOrAnotherLiveProcessHoldsInUse() throws {
+        let (c, keys, root) = try makeContainer(self)
+        c.close()
+        let purgeable = try fill(root, keys: keys)
+        // In this process.
+        let open = try Container(at: root, keys: keys)
+        XCTAssertTrue(try Purge.run(containerAt: root).skippedInUse)
+        open.close()
+        // In another process.
+        let holder = try Holder(root: root)
+        let report = try Purge.run(containerAt: root)
+        XCTAssertTrue(report.skippedInUse)
+        XCTAssertEqual(report.removed.count, 0)
+        for p in purgeable { XCTAssertTrue(exists(root, p), p) }
+        // A waiting purge runs once the holder exits.
+        let finished = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var waited: PurgeReport?
+        Thread.detachNewThread {
+            waited = try? Purge.run(containerAt: root, options: PurgeOptions(waitIfInUse: true))
+            finished.signal()
+        }
+        for p in purgeable { XCTAssertTrue(exists(root, p), "removed while the holder is alive: \(p)") }
+        try holder.release()
+        finished.wait()
+        XCTAssertEqual(waited?.skippedInUse, false)
+        XCTAssertEqual(waited?.removed.map(\.path), purgeable)
+    }
+
+    func testPurgeLeavesAFileOpenForWriting() throws {
+        let (c, _, root) = try makeContainer(self)
+        let h = try c.create("Library/Caches/live.bin")
+        try h.write(Array(repeating: 7, count: 5000), at: 0)
+        try c.write(Array("old".utf8), to: "Library/Caches/old.bin")
+        c.close()  // no longer in use, but the handle is still writing
+        let first = try Purge.run(containerAt: root)
+        XCTAssertEqual(first.skippedBusy, ["Library/Caches/live.bin"])
+        XCTAssertEqual(first.removed.map(\.path), ["Library/Caches/old.bin"])
+        try h.sync()
+        h.close()
+        XCTAssertEqual(try Purge.run(containerAt: root).removed.map(\.path), ["Library/Caches/live.bin"])
+    }
+
+    func testAContainerClearsItsOwnTmpAtLaunchOnlyWhenNoOneElseHoldsIt() throws {
+        let (first, keys, root) = try makeContainer(self)
+        try first.write(Array("t".utf8), to: "tmp/t1")
+        let second = try Container(at: root, keys: keys, options: .init(clearsTemporaryDirectory: true))
+        XCTAssertTrue(exists(root, "tmp/t1"), "another holder was using tmp")
+        XCTAssertFalse(try second.clearTemporaryDirectory())
+        first.close()
+        XCTAssertTrue(try second.clearTemporaryDirectory())
+        XCTAssertFalse(exists(root, "tmp/t1"))
+        try second.write(Array("t".utf8), to: "tmp/t2")
+        second.close()
+        let third = try Container(at: root, keys: keys, options: .init(clearsTemporaryDirectory: true))
+        defer { third.close() }
+        XCTAssertFalse(exists(root, "tmp/t2"))
+        XCTAssertTrue(exists(root, "tmp/CACHEDIR.TAG"))
+    }
+}
+
+/// A `container-hold` process holding a container in use until released.
+final class Holder {
+    let process = Process()
+    let input = Pipe()
+
+    init(root: String, writing file: String? = nil) throws {
+        let exe = try builtProduct("container-hold")
+        process.executableURL = URL(fileURLWithPath: exe)
+        process.arguments = [root] + (file.map { [$0] } ?? [])
+        let out = Pipe()
+        process.standardInput = input
+        process.standardOutput = out
+        try process.run()
+        // Its first line says the container (and file) are open.
+        var line = Data()
+        while let b = try out.fileHandleForReading.read(upToCount: 1), !b.isEmpty, b != Data("\n".utf8) { line += b }
+        guard String(decoding: line, as: UTF8.self) == "holding" else {
+            process.terminate()
+            throw ProtectionError(.io(EIO), "container-hold did not start: '\(String(decoding: line, as: UTF8.self))'")
+        }
+    }
+
+    /// Closes its standard input and waits for it to exit.
+    func release() throws {
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
+}
+
+/// The path of an executable built by this package, next to the test bundle.
+func builtProduct(_ name: String) throws -> String {
+    let bundle = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+    var dir = URL(fileURLWithPath: bundle).deletingLastPathComponent()
+    for _ in 0..<4 {
+        let p = dir.appendingPathComponent(name).path
+        if FileManager.default.isExecutableFile(atPath: p) { return p }
+        dir = dir.deletingLastPathComponent()
+    }
+    throw ProtectionError(.notFound, "the executable '\(name)' is missing next to the tests; run `swift build` before `swift test`")
+}
