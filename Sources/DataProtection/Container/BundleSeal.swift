@@ -123,7 +123,7 @@ public enum BundleSeal {
             }
         } catch {
             if error.errno == ENOTSUP {
-                throw ProtectionError(.bundleTampered, "the bundle of the container '\(c.root)' holds a symbolic link or special file; reinstall the bundle", path: c.root)
+                throw ProtectionError(.bundleTampered, "the bundle of the container '\(c.root)' holds a symbolic link or special file; reinstall the bundle and seal it again (`dpctl bundle seal`)", path: c.root)
             }
             if error.errno == EINVAL {
                 throw ProtectionError(.invalidArgument, "unable to seal the bundle of '\(c.root)': it holds a symbolic link or special file; replace it by a regular copy", path: c.root)
