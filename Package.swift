@@ -50,7 +50,7 @@ let package = Package(
             ],
             exclude: ["Container/README.md"]),
         // Holds a container in use from another process (ContainerPurgeTests).
-        .executableTarget(name: "container-hold", dependencies: ["DataProtection"]),
+        .executableTarget(name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [

@@ -1,5 +1,4 @@
 internal import CShims
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -23,12 +22,12 @@ public indirect enum PreferenceValue: Sendable, Equatable {
 /// lock on `.<name>.lock`, saved with the file layer's atomic, durable write.
 /// Each operation opens its own lock descriptor, so threads of one process
 /// exclude each other exactly as processes do. Reads take the lock shared and
-/// reuse the decoded values while the file's inode and time are unchanged.
+/// decrypt the file each time: no plaintext copy outlives an operation, so
+/// a locked class fails reads at once (`.locked`), as for any protected file.
 public final class Preferences: Sendable {
     /// The store's name (`standard` by default).
     public let name: String
     let container: Container
-    private let cache: Mutex<(stamp: [Int64], values: [String: PreferenceValue])> = Mutex(([], [:]))
 
     var path: String { ContainerDirectory.preferences.relativePath + "/\(name).prefs" }
     var lockPath: String { ContainerDirectory.preferences.relativePath + "/.\(name).lock" }
@@ -63,8 +62,6 @@ public final class Preferences: Sendable {
             change(&values)
             let bytes = PreferenceCoding.encode(values)
             try container.files.write(bytes, to: path, protection: container.policy.defaultClass(for: .preferences))
-            let stamp = try stampOfFile()
-            cache.withLock { $0 = (stamp ?? [], values) }
         }
     }
 
@@ -110,25 +107,17 @@ public final class Preferences: Sendable {
 
     // MARK: Internals
 
-    /// The saved values (cached while the file is unchanged).
+    /// The saved values; none before the first save.
     private func load() throws(ProtectionError) -> [String: PreferenceValue] {
-        guard let stamp = try stampOfFile() else { return [:] }
-        if let hit = cache.withLock({ $0.stamp == stamp ? $0.values : nil }) { return hit }
         let bytes: [UInt8]
-        do throws(ProtectionError) { bytes = try container.files.read(path) } catch { throw error.inContainer("read", path) }
+        do throws(ProtectionError) { bytes = try container.files.read(path) } catch {
+            if error.code == .notFound { return [:] }
+            throw error.inContainer("read", path)
+        }
         guard let values = PreferenceCoding.decode(bytes) else {
             throw ProtectionError(.corruptHeader, "unable to read the preferences '\(path)': they are not in the preferences format; remove the file to start afresh", path: path)
         }
-        cache.withLock { $0 = (stamp, values) }
         return values
-    }
-
-    /// Device, inode, size and change time of the saved file; nil when there is none yet.
-    private func stampOfFile() throws(ProtectionError) -> [Int64]? {
-        do throws(SystemError) {
-            let st = try container.confinement.status(path)
-            return [Int64(st.st_dev), Int64(st.st_ino), Int64(st.st_size), Int64(st.st_ctim.tv_sec), Int64(st.st_ctim.tv_nsec)]
-        } catch where error.errno == ENOENT { return nil } catch { throw .container(error.errno, "inspect", path) }
     }
 
     private func locked<R>(exclusive: Bool, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
