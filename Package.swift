@@ -58,9 +58,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
-        // Sequential throughput of protected files against raw libsodium (BENCHMARKS.md).
+        // Measurement drivers behind BENCHMARKS.md (throughput against raw libsodium, lock-check cost).
         .executableTarget(
-            name: "dp-throughput", dependencies: ["DataProtection", "ProtectionCrypto", "CSodium"]),
+            name: "dp-bench", dependencies: ["DataProtection", "ProtectionCrypto", "CSodium"]),
         // The main job's tour of the library (scripts/walkthrough).
         .executableTarget(name: "library-tour", dependencies: ["DataProtection"], path: "Examples/LibraryTour"),
 

@@ -2,8 +2,10 @@ internal import CSodium
 
 /// Secret bytes in locked, guarded memory that is zeroed when its owner ends.
 ///
-/// The storage comes from `sodium_malloc` (guard pages, `mlock`, canary) and
-/// is released with `sodium_free`, which zeroes it first. The type is
+/// Small secrets (up to 1 KiB) take a slot of `SecurePool`, whose arenas come
+/// from `sodium_malloc` (locked, guard pages around each arena) and whose slots
+/// are zeroed on release; larger ones get their own `sodium_malloc` block
+/// (guard pages, `mlock`, canary), released with `sodium_free`, which zeroes it. The type is
 /// non-copyable, so a secret has exactly one owner and cannot be duplicated
 /// by accident; the bytes are reachable only inside `withUnsafeBytes`.
 /// `description` never prints the bytes.
@@ -13,12 +15,20 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     private let base: UnsafeMutableRawPointer
     /// Number of secret bytes.
     public let count: Int
+    /// The `SecurePool` slot class, or -1 for a block of its own.
+    private let slot: Int8
 
     /// Allocates `count` zeroed bytes of locked memory.
     /// - Throws: `CryptoError.outOfMemory` when `sodium_malloc` fails.
     public init(zeroedCount count: Int) throws(CryptoError) {
         try Sodium.ensureReady()
         guard count >= 0 else { throw CryptoError(.invalidLength, "secret length must not be negative") }
+        if let c = SecurePool.slotClass(for: Swift.max(count, 1)), let p = SecurePool.allocate(c) {
+            self.base = p  // pool slots are zero when handed out
+            self.count = count
+            self.slot = Int8(c)
+            return
+        }
         // sodium_malloc(0) is legal but we keep one byte so `base` is always valid.
         guard let p = sodium_malloc(Swift.max(count, 1)) else {
             throw CryptoError(.outOfMemory, "cannot allocate \(count) bytes of locked memory for a secret")
@@ -26,6 +36,7 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
         sodium_memzero(p, Swift.max(count, 1))
         self.base = p
         self.count = count
+        self.slot = -1
     }
 
     /// Allocates `count` bytes from libsodium's CSPRNG.
@@ -83,5 +94,7 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     /// Redacted description: length only.
     public var description: String { "SecretBytes(\(count) bytes, <redacted>)" }
 
-    deinit { sodium_free(base) }  // sodium_free zeroes before unmapping
+    deinit {
+        if slot >= 0 { SecurePool.release(base, Int(slot)) } else { sodium_free(base) }  // both zero first
+    }
 }

@@ -17,6 +17,21 @@ final class PrimitivesTests: XCTestCase {
         XCTAssertEqual(try SecretBytes(utf8: "pässword").count, 9)
     }
 
+    func testPoolSlotsAreZeroedBeforeReuse() throws {
+        for size in [1, 32, 33, 500, 1024, 4000] {
+            var first: UInt = 0
+            do {
+                var s = try SecretBytes(zeroedCount: size)
+                s.withUnsafeMutableBytes { b in first = UInt(bitPattern: b.baseAddress); for i in 0..<b.count { b[i] = 0xAA } }
+            }
+            let t = try SecretBytes(zeroedCount: size)
+            t.withUnsafeBytes { b in
+                if size <= 1024 { XCTAssertEqual(UInt(bitPattern: b.baseAddress), first, "a pool slot is reused (LIFO)") }
+                XCTAssertTrue(b.allSatisfy { $0 == 0 }, "size \(size): a reused slot must come back zeroed")
+            }
+        }
+    }
+
     func testKeyWrapRoundTripAndBinding() throws {
         let kek = try SecretBytes.random(count: 32)
         let key = try SecretBytes.random(count: 32)

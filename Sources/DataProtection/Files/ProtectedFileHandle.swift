@@ -38,9 +38,25 @@ public final class ProtectedFileHandle: Sendable {
         var revokedBy: ProtectionError?
         /// The live-lock epoch the keys were obtained under.
         var epoch: UInt64
-        let staging: UnsafeMutableRawBufferPointer
+        /// The chunk whose authenticated plaintext sits in staging slot 0 (after its nonce), or -1.
+        /// Set when open authenticates the last chunk, so the first read of a small file costs nothing more.
+        var tail: Int64 = -1
+        /// Sealed-chunk buffer: one slot per chunk of a batch, grown on demand up to a full batch.
+        var staging: UnsafeMutableRawBufferPointer
 
         deinit { staging.deallocate() }
+
+        /// Makes room for `chunks` slots of `stride` bytes (small files never pay for a full batch).
+        @inline(__always)
+        mutating func reserve(_ chunks: Int, stride: Int) -> UnsafeMutableRawPointer {
+            tail = -1
+            let need = chunks * stride
+            if staging.count < need {
+                staging.deallocate()
+                staging = .allocate(byteCount: need, alignment: 64)
+            }
+            return staging.baseAddress!
+        }
     }
 
     /// Chunks sealed or opened per system call.
@@ -55,8 +71,7 @@ public final class ProtectedFileHandle: Sendable {
         self.writable = writable
         self.io = files.io
         self.files = files
-        let staging = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: Self.batchChunks(chunkSize: header.chunkSize) * layout.stride, alignment: 64)
+        let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride, alignment: 64)
         self.state = Mutex(State(
             fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging))
     }
@@ -171,6 +186,8 @@ public final class ProtectedFileHandle: Sendable {
         state.withLock { st in
             st.sealer = nil
             st.revokedBy = error
+            st.tail = -1
+            st.staging.initializeMemory(as: UInt8.self, repeating: 0)  // no cached plaintext outlives the keys
         }
     }
 
@@ -178,7 +195,7 @@ public final class ProtectedFileHandle: Sendable {
     func writeEmptyChunk() throws(ProtectionError) {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "create")
-            let slot = st.staging.baseAddress!
+            let slot = st.reserve(1, stride: layout.stride)
             do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to create '\(path)': \(error.message)", path: path, underlying: error)
             }
@@ -190,11 +207,25 @@ public final class ProtectedFileHandle: Sendable {
     }
 
     /// Authenticates the last chunk, so the size derived from the file size can be trusted.
-    func verifyLastChunk() throws(ProtectionError) {
+    ///
+    /// `prefix` holds the file's first bytes as read at open; when the last chunk
+    /// lies inside it, no further read is made. The plaintext is kept for the next read.
+    func verifyLastChunk(prefix: [UInt8]) throws(ProtectionError) {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "open")
             let last = layout.chunkCount(forPlaintextSize: st.size) - 1
-            _ = try loadChunk(&st, sealer, last, size: st.size, slot: st.staging.baseAddress!)
+            let plen = layout.plaintextLength(ofChunk: last, plaintextSize: st.size)
+            let start = Int(layout.offset(ofChunk: last)), len = plen + layout.overhead
+            let slot = st.reserve(1, stride: layout.stride)
+            if start + len <= prefix.count {
+                prefix.withUnsafeBytes { slot.copyMemory(from: $0.baseAddress! + start, byteCount: len) }
+                do throws(CryptoError) { try sealer.open(slot: slot, count: plen, into: slot + sealer.nonceSize, index: last, last: true) } catch {
+                    throw authFailure(error, chunk: last)
+                }
+            } else {
+                _ = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
+            }
+            st.tail = last
         }
     }
 
@@ -254,24 +285,31 @@ public final class ProtectedFileHandle: Sendable {
     /// Reads and opens chunks covering plaintext `[from, to)` into `out` (which receives `to - from` bytes).
     private func readRange(_ st: inout State, _ sealer: ChunkSealer, from: Int64, to: Int64, into out: UnsafeMutableRawPointer) throws(ProtectionError) {
         let cs = Int64(layout.chunkSize)
+        if st.tail >= 0, layout.chunkIndex(containing: from) == st.tail, layout.chunkIndex(containing: to - 1) == st.tail {
+            // Served from the chunk authenticated at open.
+            out.copyMemory(from: st.staging.baseAddress! + cipher.nonceSize + Int(from - st.tail * cs), byteCount: Int(to - from))
+            return
+        }
         let lastOfFile = layout.chunkCount(forPlaintextSize: st.size) - 1
         let batch = Self.batchChunks(chunkSize: layout.chunkSize)
         var i = layout.chunkIndex(containing: from)
         let lastWanted = layout.chunkIndex(containing: to - 1)
-        let staging = st.staging.baseAddress!
         while i <= lastWanted {
             let n = Int(min(Int64(batch), lastWanted - i + 1))
-            let len = diskLength(first: i, n: n, size: st.size)
-            let got: Int
-            do throws(SystemError) {
-                got = try io.readFully(st.fd, into: UnsafeMutableRawBufferPointer(start: staging, count: len), at: layout.offset(ofChunk: i))
-            } catch { throw ioError(error, "read") }
-            guard got == len else {
-                throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks (truncated while open?); restore it from a backup", path: path)
-            }
+            let staging = st.reserve(n, stride: layout.stride)
             // Every chunk of a batch is full except possibly the file's last, so slot k is at k·stride.
-            let size = st.size, stride = layout.stride, first = i
+            // Each part reads its chunks and opens them, so one core's read overlaps the other's decryption.
+            let size = st.size, stride = layout.stride, first = i, fd = st.fd
             try ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { (part) throws(ProtectionError) in
+                let len = diskLength(first: first + Int64(part.lowerBound), n: part.count, size: size)
+                let got: Int
+                do throws(SystemError) {
+                    got = try io.readFully(fd, into: UnsafeMutableRawBufferPointer(start: staging + part.lowerBound * stride, count: len),
+                                           at: layout.offset(ofChunk: first + Int64(part.lowerBound)))
+                } catch { throw ioError(error, "read") }
+                guard got == len else {
+                    throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks (truncated while open?); restore it from a backup", path: path)
+                }
                 for k in part {
                     let j = first + Int64(k)
                     let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
@@ -295,6 +333,7 @@ public final class ProtectedFileHandle: Sendable {
 
     /// Reads and opens chunk `j` (of a file of `size` bytes) into its staging slot; returns the plaintext pointer.
     private func loadChunk(_ st: inout State, _ sealer: ChunkSealer, _ j: Int64, size: Int64, slot: UnsafeMutableRawPointer) throws(ProtectionError) -> UnsafeMutableRawPointer {
+        st.tail = -1
         let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
         let len = plen + layout.overhead
         let got: Int
@@ -327,10 +366,10 @@ public final class ProtectedFileHandle: Sendable {
         if newSize > oldSize { i = min(i, oldLast) }
         let lastTouched = layout.chunkIndex(containing: end - 1)
         let batch = Self.batchChunks(chunkSize: layout.chunkSize)
-        let staging = st.staging.baseAddress!
         let stride = layout.stride, nonce = sealer.nonceSize
         while i <= lastTouched {
             let n = Int(min(Int64(batch), lastTouched - i + 1))
+            let staging = st.reserve(n, stride: stride)
             // Pass 1: put each chunk's new plaintext in its slot, unless it comes whole from `src`.
             var pos = 0
             for j in i..<(i + Int64(n)) {
@@ -353,19 +392,23 @@ public final class ProtectedFileHandle: Sendable {
             do throws(CryptoError) { try sealer.fillNonces(staging, count: n, stride: stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to write '\(path)': \(error.message)", path: path, underlying: error)
             }
-            let first = i
-            ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { part in
+            // Each part seals its chunks and writes them, so one core's write overlaps the other's sealing.
+            let first = i, fd = st.fd
+            try ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { (part) throws(ProtectionError) in
+                var bytes = 0
                 for k in part {
                     let j = first + Int64(k)
                     let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
                     let slot = staging + k * stride  // all but the file's last chunk are full
                     let from = (c.whole && src != nil) ? UnsafeRawPointer(src! + Int(j * cs - offset)) : UnsafeRawPointer(slot + nonce)
                     sealer.seal(from, count: c.length, intoSlot: slot, index: j, last: j == newLast)
+                    bytes += c.length + layout.overhead
                 }
+                do throws(SystemError) {
+                    try io.writeFully(fd, from: UnsafeRawBufferPointer(start: staging + part.lowerBound * stride, count: bytes),
+                                      at: layout.offset(ofChunk: first + Int64(part.lowerBound)))
+                } catch { throw ioError(error, "write") }
             }
-            do throws(SystemError) {
-                try io.writeFully(st.fd, from: UnsafeRawBufferPointer(start: staging, count: pos), at: layout.offset(ofChunk: i))
-            } catch { throw ioError(error, "write") }
             i += Int64(n)
         }
         st.size = newSize
@@ -392,7 +435,7 @@ public final class ProtectedFileHandle: Sendable {
     /// Cuts the file to `newSize` (< current size): re-seals the new last chunk, then drops the rest.
     private func shrink(_ st: inout State, _ sealer: ChunkSealer, to newSize: Int64) throws(ProtectionError) {
         let last = layout.chunkCount(forPlaintextSize: newSize) - 1
-        let slot = st.staging.baseAddress!
+        let slot = st.reserve(1, stride: layout.stride)
         let plain = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
         let newLen = layout.plaintextLength(ofChunk: last, plaintextSize: newSize)
         do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {

@@ -213,15 +213,15 @@ public final class ProtectedFiles: Sendable {
             throw ProtectionError.errno(error.errno, "open", path)
         }
         do throws(ProtectionError) {
-            let (header, fileSize) = try readHeader(fd, path)
+            let (header, fileSize, prefix) = try readPrefix(fd, path)
             let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: header.chunkSize, overhead: header.cipher.overhead)
             guard let size = layout.plaintextSize(forFileSize: fileSize) else {
                 throw ProtectionError(.authenticationFailed, "its size (\(fileSize) bytes) fits no valid file: it was truncated or extended; restore it from a backup")
             }
             let epoch = liveLock?.currentEpoch() ?? 0
-            let fk = try fileKeys(for: header)
+            let fk = try fileKeys(for: header, raw: prefix)
             let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: size, writable: forWriting, epoch: epoch)
-            try h.verifyLastChunk()
+            try h.verifyLastChunk(prefix: prefix)
             return h
         } catch {
             io.close(fd)
@@ -235,7 +235,7 @@ public final class ProtectedFiles: Sendable {
         do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw ProtectionError.errno(error.errno, "inspect", path) }
         defer { io.close(fd) }
         do throws(ProtectionError) {
-            let (h, fileSize) = try readHeader(fd, path)
+            let (h, fileSize, _) = try readPrefix(fd, path)
             let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: h.chunkSize, overhead: h.cipher.overhead)
             guard let size = layout.plaintextSize(forFileSize: fileSize) else {
                 throw ProtectionError(.authenticationFailed, "its size (\(fileSize) bytes) fits no valid file: it was truncated or extended; restore it from a backup")
@@ -247,33 +247,49 @@ public final class ProtectedFiles: Sendable {
     // MARK: Internals
 
     /// Unwraps the per-file key of `header`, derives its keys and checks the header MAC.
-    func fileKeys(for header: FileHeader) throws(ProtectionError) -> FileKeys {
-        let fixed = header.fixedBytes()
-        let fileKey = try header.wrappedKey.span.bytes.withUnsafeBytes { (w) throws(ProtectionError) -> SecretBytes in
-            try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) -> SecretBytes in
-                try keys.unwrapFileKey(w, for: header.protectionClass, generation: header.classKeyGeneration, ad: ad)
+    ///
+    /// - Parameter raw: the header's bytes as read from disk, when at hand: they are
+    ///   authenticated as they are instead of being encoded again (`parse` has
+    ///   already checked that they encode `header`).
+    func fileKeys(for header: FileHeader, raw: [UInt8]? = nil) throws(ProtectionError) -> FileKeys {
+        let bytes = raw.flatMap { $0.count >= FileHeader.size ? $0 : nil } ?? header.encoded()
+        return try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) -> FileKeys in
+            let fixed = UnsafeRawBufferPointer(rebasing: b[0..<FileHeader.fixedSize])
+            let fileKey = try header.wrappedKey.span.bytes.withUnsafeBytes { (w) throws(ProtectionError) -> SecretBytes in
+                try keys.unwrapFileKey(w, for: header.protectionClass, generation: header.classKeyGeneration, ad: fixed)
             }
+            let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
+            let macEnd = FileHeader.fixedSize + FileHeader.wrappedKeySlot
+            let mac = try crypto { () throws(CryptoError) in try GenericHash.mac(key: fk.mac, UnsafeRawBufferPointer(rebasing: b[0..<macEnd])) }
+            let ok = mac.withUnsafeBytes { GenericHash.equal($0, UnsafeRawBufferPointer(rebasing: b[macEnd..<FileHeader.size])) }
+            guard ok else {
+                throw ProtectionError(.authenticationFailed, "the header failed authentication; it was altered; restore the file from a backup")
+            }
+            return fk
         }
-        let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
-        let mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
-        let ok = mac.withUnsafeBytes { a in header.mac.withUnsafeBytes { GenericHash.equal(a, $0) } }
-        guard ok else {
-            throw ProtectionError(.authenticationFailed, "the header failed authentication; it was altered; restore the file from a backup")
-        }
-        return fk
     }
 
-    func readHeader(_ fd: Int32, _ path: String) throws(ProtectionError) -> (FileHeader, Int64) {
-        var bytes = [UInt8](repeating: 0, count: FileHeader.size)
-        let got: Int, size: Int64
-        do throws(SystemError) {
-            let r: Result<Int, SystemError> = bytes.withUnsafeMutableBytes { b in
-                do throws(SystemError) { return .success(try io.readFully(fd, into: b, at: 0)) } catch { return .failure(error) }
+    /// Bytes read at open beyond the header: one default chunk, so a small file takes one `pread`.
+    static let prefixSize = FileHeader.size + ProtectedFileOptions.defaultChunkSize + 64
+
+    /// Reads and parses the header, plus as much of the file as fits in `prefixSize`, in one `pread`.
+    ///
+    /// When the read stops short of `prefixSize` the file size is what was read;
+    /// otherwise it comes from `fstat`.
+    func readPrefix(_ fd: Int32, _ path: String) throws(ProtectionError) -> (FileHeader, Int64, [UInt8]) {
+        var failure: SystemError?
+        let bytes = [UInt8](unsafeUninitializedCapacity: Self.prefixSize) { b, count in
+            do throws(SystemError) { count = try io.readFully(fd, into: UnsafeMutableRawBufferPointer(b), at: 0) } catch {
+                failure = error
+                count = 0
             }
-            got = try r.get()
-            size = try io.size(fd)
-        } catch { throw ProtectionError.errno(error.errno, "read", path) }
-        return (try FileHeader.parse(Array(bytes[0..<got])), size)
+        }
+        if let failure { throw ProtectionError.errno(failure.errno, "read", path) }
+        let size: Int64
+        do throws(SystemError) { size = bytes.count < Self.prefixSize ? Int64(bytes.count) : try io.size(fd) } catch {
+            throw ProtectionError.errno(error.errno, "read", path)
+        }
+        return (try FileHeader.parse(bytes), size, bytes)
     }
 
     /// Writes a new protected file to a temporary name beside `path`, then renames it over `path`.

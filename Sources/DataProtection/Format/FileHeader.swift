@@ -68,7 +68,7 @@ struct FileHeader: Equatable, Sendable {
     /// - Throws: `.notProtected` (magic), `.unsupportedVersion`, `.unsupportedFeature`,
     ///   `.corruptHeader` (any field out of range); messages name no file (the caller adds it).
     static func parse(_ bytes: [UInt8]) throws(ProtectionError) -> FileHeader {
-        guard bytes.count >= 8, Array(bytes[0..<8]) == magic else {
+        guard bytes.count >= 8, bytes[0..<8].elementsEqual(magic) else {
             throw ProtectionError(.notProtected, "it is not a protected file (no protected-file magic); protect it with `dpctl protect`")
         }
         guard bytes.count >= fixedSize else { throw ProtectionError(.corruptHeader, "the header is truncated (\(bytes.count) of \(size) bytes); restore the file from a backup") }

@@ -1,24 +1,21 @@
-// dp-throughput: sequential write and read of a protected file, measured side by
-// side with raw libsodium AEAD over the same buffers, interleaved, in one run.
-//
-//   swift run -c release dp-throughput [--size-mib 256] [--rounds 7] [--dir /tmp] [--cipher aes|xchacha]
-//
-// Prints a Markdown table of medians and the ratios protected ÷ raw, plus the
-// peak resident memory of the process (flat in file size: O(batch), not O(file)).
+// Sequential write and read of a protected file, measured side by side with raw
+// libsodium AEAD over the same buffers, interleaved, in one run.
 internal import CSodium
 import DataProtection
 import Foundation
 import ProtectionCrypto
 
+
+func throughput(_ argv: [String]) throws {
 var sizeMiB = 256, rounds = 7, dir = NSTemporaryDirectory(), cipher = AEADCipher.preferred
-var args = CommandLine.arguments.dropFirst().makeIterator()
+var args = argv.makeIterator()
 while let a = args.next() {
     switch a {
     case "--size-mib": sizeMiB = Int(args.next() ?? "") ?? sizeMiB
     case "--rounds": rounds = Int(args.next() ?? "") ?? rounds
     case "--dir": dir = args.next() ?? dir
     case "--cipher": cipher = (args.next() == "xchacha") ? .xchacha20poly1305 : .aes256gcm
-    default: FileHandle.standardError.write("usage: dp-throughput [--size-mib N] [--rounds N] [--dir DIR] [--cipher aes|xchacha]\n".data(using: .utf8)!); exit(64)
+    default: usage()
     }
 }
 
@@ -34,10 +31,9 @@ let aesState = UnsafeMutableRawPointer.allocate(byteCount: crypto_aead_aes256gcm
 key.withUnsafeBufferPointer { _ = crypto_aead_aes256gcm_beforenm(aesState.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self), $0.baseAddress!) }
 var nonce = [UInt8](repeating: 0, count: 24), tags = [UInt8](repeating: 0, count: 16 * (bufSize / chunk)), ad = [UInt8](repeating: 0, count: 25)
 
-func now() -> Double { var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t); return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
 
 /// Raw libsodium: seal (or open) `total` bytes as chunks of `chunk`, reusing one 1 MiB buffer.
-@MainActor func raw(decrypt: Bool) -> Double {
+func raw(decrypt: Bool) -> Double {
     let t0 = now()
     var done = 0
     while done < total {
@@ -67,7 +63,7 @@ let files = ProtectedFiles(keys: keys, options: .init(cipher: cipher))
 let path = "\(dir)/dp-throughput-\(getpid()).dpf"
 defer { try? FileManager.default.removeItem(atPath: path) }
 
-@MainActor func protectedWrite() throws -> Double {
+func protectedWrite() throws -> Double {
     try? FileManager.default.removeItem(atPath: path)
     let t0 = now()
     let h = try files.create(path, protection: .complete)
@@ -80,7 +76,7 @@ defer { try? FileManager.default.removeItem(atPath: path) }
     return Double(total) / (now() - t0) / 1e9
 }
 
-@MainActor func protectedRead() throws -> Double {
+func protectedRead() throws -> Double {
     let t0 = now()
     let h = try files.open(path)
     var off: Int64 = 0
@@ -101,7 +97,6 @@ for _ in 0..<rounds {
     r["raw open", default: []].append(raw(decrypt: true))
     r["protected read", default: []].append(try protectedRead())
 }
-func median(_ x: [Double]) -> Double { let s = x.sorted(); return s[s.count / 2] }
 var ru = rusage()
 getrusage(RUSAGE_SELF.rawValue, &ru)
 let m = r.mapValues(median)
@@ -115,3 +110,4 @@ print("""
 
 peak RSS: \(ru.ru_maxrss / 1024) MiB
 """)
+}

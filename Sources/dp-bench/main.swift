@@ -1,0 +1,24 @@
+// dp-bench: the project's measurement drivers (figures in BENCHMARKS.md).
+//
+//   dp-bench throughput [--size-mib 256] [--rounds 7] [--dir /tmp] [--cipher aes|xchacha]
+//       sequential protected-file write/read against raw libsodium, interleaved
+//   dp-bench small-files [--files 2000] [--rounds 5] [--dir /tmp] [--fsync]
+//       N × 4 KiB protected files against plain files, same durability
+//   dp-bench lock-check [--ops 200000] [--rounds 7] [--dir /tmp]
+//       per-operation cost of the live-lock check: random 4 KiB reads with and without it
+import Foundation
+
+func now() -> Double { var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t); return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
+func median(_ x: [Double]) -> Double { let s = x.sorted(); return s[s.count / 2] }
+func usage() -> Never {
+    FileHandle.standardError.write(Data("usage: dp-bench throughput|lock-check [options] (see the header of Sources/dp-bench/main.swift)\n".utf8))
+    exit(64)
+}
+
+let argv = Array(CommandLine.arguments.dropFirst())
+switch argv.first {
+case "throughput": try throughput(Array(argv.dropFirst()))
+case "lock-check": try lockCheck(Array(argv.dropFirst()))
+case "small-files": try smallFiles(Array(argv.dropFirst()))
+default: usage()
+}
