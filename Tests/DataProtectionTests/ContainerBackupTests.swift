@@ -80,7 +80,7 @@ final class ContainerBackupTests: XCTestCase {
         try put("Documents/report.txt", .complete, size: 70_000)
         try c.createDirectory("Documents/notes")
         try put("Documents/notes/n1.md")
-        try put("Documents/odd name [1]*.txt", .none)
+        try put("Documents/odd name [1]*.txt", ProtectionClass.none)
         try put("Library/Application Support/db.sqlite", .completeUnlessOpen)
         try put("Documents/big-excluded.bin")
         try c.setExcludedFromBackup(true, for: "Documents/big-excluded.bin")
@@ -132,6 +132,8 @@ final class ContainerBackupTests: XCTestCase {
         }
         XCTAssertEqual(try c.preferences().string(forKey: "theme"), "dark", tool)
         XCTAssertEqual(try c.info("Documents/report.txt").protectionClass, .complete)
+        XCTAssertEqual(try c.info("Documents/odd name [1]*.txt").protectionClass, ProtectionClass.none)
+        XCTAssertEqual(try c.info("Library/Application Support/db.sqlite").protectionClass, .completeUnlessOpen)
     }
 
     func writeList(_ s: Scene, _ format: BackupPolicy.ExcludeFormat) throws -> String {

@@ -28,7 +28,8 @@ final class ContainerInboxTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/Documents/Inbox/junk.txt"))
         do {
             try c.write(Array("x".utf8), to: "Documents/Inbox/letter.txt")
-        } catch let e as ProtectionError {
+            XCTFail("wrote to the Inbox")
+        } catch let e {
             XCTAssertTrue(e.message.contains("moveOutOfInbox"), e.message)
             XCTAssertEqual(e.path, "Documents/Inbox/letter.txt")
         }

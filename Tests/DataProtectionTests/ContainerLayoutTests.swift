@@ -55,7 +55,7 @@ final class ContainerLayoutTests: XCTestCase {
         do {
             _ = try Container(at: dir, keys: try InMemoryClassKeys.random())
             XCTFail("opened a plain directory as a container")
-        } catch let e as ProtectionError {
+        } catch let e {
             XCTAssertEqual(e.code, .notFound)
             XCTAssertTrue(e.message.contains("Container.create"), e.message)
         }
