@@ -52,19 +52,6 @@ struct ConfinedFileIO: FileIO {
         defer { Glibc.close(src) }
         let dst = try confinement.open(destination, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         defer { Glibc.close(dst) }
-        try Self.copyUserAttributes(from: src, to: dst)
-    }
-
-    /// Copies the `user.*` attributes of the open file `src` to the open file `dst`.
-    static func copyUserAttributes(from src: Int32, to dst: Int32) throws(SystemError) {
-        let names: [String]
-        do throws(SystemError) { names = try ExtendedAttributes.names { flistxattr(src, $0, $1) } } catch where error.errno == ENOTSUP {
-            return
-        }
-        for name in names where name.hasPrefix("user.") {
-            guard let value = try ExtendedAttributes.value({ fgetxattr(src, name, $0, $1) }) else { continue }
-            let rc = value.withUnsafeBytes { fsetxattr(dst, name, $0.baseAddress, $0.count, 0) }
-            guard rc == 0 else { throw SystemError(errno) }
-        }
+        try ExtendedAttributes.copyUserAttributes(from: src, to: dst)
     }
 }

@@ -7,26 +7,37 @@ import Glibc
 extension FileIO {
     /// Copies the `user.*` extended attributes of `source` to `destination` by path, without following symbolic links.
     ///
-    /// A missing `source` (a new file) or a filesystem without extended
-    /// attributes copies nothing; any other failure throws, so an atomic
-    /// replace never silently drops a flag such as exclude-from-backup.
+    /// A missing `source` (a new file), a `source` that is a symbolic link, or
+    /// a filesystem without extended attributes copies nothing; any other
+    /// failure throws, so an atomic replace never silently drops a flag such
+    /// as exclude-from-backup.
     public func copyUserAttributes(from source: String, to destination: String) throws(SystemError) {
-        let names: [String]
-        do throws(SystemError) {
-            names = try ExtendedAttributes.names { llistxattr(source, $0, $1) }
-        } catch where error.errno == ENOENT || error.errno == ENOTSUP {
-            return
-        }
-        for name in names where name.hasPrefix("user.") {
-            guard let value = try ExtendedAttributes.value({ lgetxattr(source, name, $0, $1) }) else { continue }
-            let rc = value.withUnsafeBytes { lsetxattr(destination, name, $0.baseAddress, $0.count, 0) }
-            guard rc == 0 else { throw SystemError(errno) }
-        }
+        let src = Glibc.open(source, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        if src < 0 && (errno == ENOENT || errno == ELOOP) { return }  // a new file, or a link the replace overwrites
+        guard src >= 0 else { throw SystemError(errno) }
+        defer { Glibc.close(src) }
+        let dst = Glibc.open(destination, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard dst >= 0 else { throw SystemError(errno) }
+        defer { Glibc.close(dst) }
+        try ExtendedAttributes.copyUserAttributes(from: src, to: dst)
     }
 }
 
 /// Buffer handling for the `*xattr` calls, whichever form (path, link, descriptor) they take.
 enum ExtendedAttributes {
+    /// Copies the `user.*` attributes of the open file `src` to the open file `dst` (nothing where unsupported).
+    static func copyUserAttributes(from src: Int32, to dst: Int32) throws(SystemError) {
+        let names: [String]
+        do throws(SystemError) { names = try ExtendedAttributes.names { flistxattr(src, $0, $1) } } catch where error.errno == ENOTSUP {
+            return
+        }
+        for name in names where name.hasPrefix("user.") {
+            guard let value = try ExtendedAttributes.value({ fgetxattr(src, name, $0, $1) }) else { continue }
+            let rc = value.withUnsafeBytes { fsetxattr(dst, name, $0.baseAddress, $0.count, 0) }
+            guard rc == 0 else { throw SystemError(errno) }
+        }
+    }
+
     /// The value of attribute `name` of `path` (not following a final link); nil when absent.
     static func value(of name: String, at path: String) throws(SystemError) -> [UInt8]? {
         try value { lgetxattr(path, name, $0, $1) }
