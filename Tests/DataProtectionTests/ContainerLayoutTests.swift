@@ -119,5 +119,9 @@ final class ContainerLayoutTests: XCTestCase {
         assertProtectionError([.invalidArgument]) { try types.register(UniformType(identifier: "nodots", conformsTo: [])) }
         assertProtectionError([.alreadyExists]) { try types.register(UniformType(identifier: "public.text", conformsTo: [])) }
         XCTAssertNil(ContentTypes.shared.type(forExtension: "note"), "a private table's registrations stay private")
+        // An app that declares it opens text: notes and Swift files yes, images no.
+        XCTAssertEqual(types.type(forPath: "a.note", conformingToAnyOf: ["public.text"])?.identifier, "com.example.note")
+        XCTAssertEqual(types.type(forPath: "main.swift", conformingToAnyOf: ["public.image", "public.text"])?.identifier, "public.swift-source")
+        XCTAssertNil(types.type(forPath: "photo.png", conformingToAnyOf: ["public.text"]))
     }
 }

@@ -15,6 +15,8 @@ import Glibc
 public enum BackupPolicy {
     /// The extended attribute that marks an item excluded from backup (value `1`).
     public static let excludeAttribute = "user.dataprotection.exclude-from-backup"
+    /// FileCoordination's default lock directory at a coordination root: runtime state, never backed up.
+    static let coordinationDirectoryName = ".coordination"
     /// The Cache Directory Tagging Specification's file name.
     public static let cacheDirectoryTagName = "CACHEDIR.TAG"
     /// The tag's contents: the signature line the specification requires, then a comment.
@@ -69,7 +71,7 @@ public enum BackupPolicy {
                 reason = "inside an excluded directory"
             } else if let d = ContainerDirectory(relativePath: path), !d.isBackedUp {
                 reason = d == .bundle ? "the bundle is reinstalled, not restored" : "\(d.relativePath) is never backed up"
-            } else if path == InUseLock.fileName {
+            } else if path == InUseLock.fileName || path == BackupPolicy.coordinationDirectoryName {
                 reason = "runtime lock"
             } else if try flag(c, path, st) {
                 reason = "excluded from backup (\(excludeAttribute))"

@@ -94,6 +94,12 @@ public final class ContentTypes: Sendable {
         }
     }
 
+    /// The type of the file at `path` if it conforms to one of `declared` (the types an app says it opens); nil otherwise.
+    public func type(forPath path: String, conformingToAnyOf declared: [String]) -> UniformType? {
+        guard let t = type(forPath: path), declared.contains(where: { conforms(t.identifier, to: $0) }) else { return nil }
+        return t
+    }
+
     /// The built-in types: the base hierarchy and common formats.
     static let builtIns: [UniformType] = [
         UniformType(identifier: "public.item", conformsTo: [], description: "item"),
