@@ -30,6 +30,8 @@ final class ContainerBackupTests: XCTestCase {
         try c.setExcludedFromBackup(false, for: "Documents/big.bin")
         XCTAssertFalse(try c.isExcludedFromBackup("Documents/big.bin"))
         try c.setExcludedFromBackup(false, for: "Documents/big.bin")  // clearing twice is fine
+        try writeBytes(Array("r".utf8), root + "/Bundle/res.txt")
+        assertProtectionError([.readOnly]) { try c.setExcludedFromBackup(true, for: "Bundle/res.txt") }
     }
 
     func testPlanAndExcludeListsNameExactlyThePolicy() throws {

@@ -140,6 +140,42 @@ final class ContainerConfinementTests: XCTestCase {
         XCTAssertGreaterThan(refusedAsEscape, attempts / 3)
     }
 
+    func testMagicLinksBeneathTheRootAreRefused() throws {
+        let f = try makeFixture()
+        let mountPoint = f.root + "/Documents/proc"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: false)
+        guard try runTool("/bin/mount", ["-t", "proc", "proc", mountPoint]).status == 0 else {
+            throw XCTSkip("cannot mount proc inside the container here (needs root and mount rights); the absolute-link cases in testEscapeAttemptsAllFail still cover /proc")
+        }
+        addTeardownBlock { _ = try? runTool("/bin/umount", ["-l", mountPoint]) }
+        // Magic links reached without leaving the root: /proc/self/{root,cwd,exe}, /proc/self/fd/N of an outside directory.
+        let outsideFD = open(f.outside, O_RDONLY | O_DIRECTORY)
+        defer { close(outsideFD) }
+        let paths = [
+            "Documents/proc/self/root" + f.outside + "/secret.txt", "Documents/proc/self/cwd", "Documents/proc/self/exe",
+            "Documents/proc/\(getpid())/root" + f.outside + "/secret.txt", "Documents/proc/self/fd/\(outsideFD)/secret.txt",
+            "Documents/proc/thread-self/root" + f.outside + "/plain.txt", "Documents/proc/self/fd/\(outsideFD)",
+        ]
+        let before = try snapshot(f.outside)
+        var attempts = 0, escapes = 0
+        for path in paths {
+            for op in Self.operations {
+                attempts += 1
+                let observed = try? op.run(f.container, path)
+                if let o = observed, o.contains(String(decoding: Self.secret, as: UTF8.self)) || o.contains("plain.txt") || o == "size \(Self.secret.count)" { escapes += 1 }
+            }
+            do {
+                _ = try f.container.read(path)
+                XCTFail("read through the magic link '\(path)'")
+            } catch {
+                XCTAssertEqual(error.code, .escapesContainer, error.message)
+            }
+        }
+        if try snapshot(f.outside) != before { escapes += 1 }
+        print("confinement magic links: \(attempts) attempts through /proc mounted inside the root, \(escapes) escapes")
+        XCTAssertEqual(escapes, 0)
+    }
+
     func testClearErrorsForTheCommonMistakes() throws {
         let f = try makeFixture()
         try plantLinks(f)

@@ -14,7 +14,7 @@ func makeContainer(_ test: XCTestCase, policy: ContainerPolicy = .standard, name
 
 /// Runs a command to completion; returns its exit status, standard output and standard error.
 @discardableResult
-func run(_ tool: String, _ args: [String], cwd: String? = nil, env: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line) throws -> (status: Int32, out: String, err: String) {
+func runTool(_ tool: String, _ args: [String], cwd: String? = nil, env: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line) throws -> (status: Int32, out: String, err: String) {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: tool)
     p.arguments = args
@@ -33,7 +33,7 @@ func run(_ tool: String, _ args: [String], cwd: String? = nil, env: [String: Str
 /// Runs a command and fails the test unless it exits 0; returns its standard output.
 @discardableResult
 func runOK(_ tool: String, _ args: [String], cwd: String? = nil, env: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line) throws -> String {
-    let r = try run(tool, args, cwd: cwd, env: env)
+    let r = try runTool(tool, args, cwd: cwd, env: env)
     XCTAssertEqual(r.status, 0, "\(tool) \(args.joined(separator: " ")) failed: \(r.err)", file: file, line: line)
     return r.out
 }

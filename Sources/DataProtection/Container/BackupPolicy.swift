@@ -147,6 +147,9 @@ extension Container {
     /// rewriting a file keeps it excluded (Apple's version resets on some writes).
     /// - Throws: `.escapesContainer`; `.io(ENOTSUP)` where the filesystem lacks user attributes.
     public func setExcludedFromBackup(_ excluded: Bool, for path: String) throws(ProtectionError) {
+        if try directory(containing: path, "mark") == .bundle {
+            throw ProtectionError(.readOnly, "unable to mark '\(path)': the bundle is read-only and never backed up", path: path)
+        }
         do throws(SystemError) { try BackupPolicy.setFlag(confinement, path, excluded) } catch { throw .container(error.errno, "mark", path) }
     }
 
