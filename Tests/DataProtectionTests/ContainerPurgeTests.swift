@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 @testable import DataProtection
 import XCTest
 
@@ -79,14 +80,16 @@ final class ContainerPurgeTests: XCTestCase {
         for p in purgeable { XCTAssertTrue(exists(root, p), p) }
         // A waiting purge runs once the holder exits.
         let finished = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var waited: PurgeReport?
+        let result = Mutex<PurgeReport?>(nil)
         Thread.detachNewThread {
-            waited = try? Purge.run(containerAt: root, options: PurgeOptions(waitIfInUse: true))
+            let r = try? Purge.run(containerAt: root, options: PurgeOptions(waitIfInUse: true))
+            result.withLock { $0 = r }
             finished.signal()
         }
         for p in purgeable { XCTAssertTrue(exists(root, p), "removed while the holder is alive: \(p)") }
         try holder.release()
         finished.wait()
+        let waited = result.withLock { $0 }
         XCTAssertEqual(waited?.skippedInUse, false)
         XCTAssertEqual(waited?.removed.map(\.path), purgeable)
     }
