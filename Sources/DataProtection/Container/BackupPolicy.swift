@@ -46,10 +46,11 @@ public enum BackupPolicy {
         return try plan(c)
     }
 
-    /// The exclude list for `format` for the container at `root`, one pattern per line.
+    /// The exclude list for `format` for the container at `root`, one pattern per line (absolute paths made from `root` as given).
     public static func excludeList(containerAt root: String, format: ExcludeFormat) throws(ProtectionError) -> String {
         let entries = try plan(containerAt: root)
-        let base = root.hasSuffix("/") ? String(root.dropLast()) : root
+        var base = root.hasPrefix("/") ? root : Container.currentDirectory() + "/" + root
+        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
         // Only the top of each excluded subtree: the tools exclude a directory's contents with it.
         let excluded = entries.filter { !$0.isIncluded && !$0.isCoveredByParent }.map(\.path)
         return excluded.map { p in
