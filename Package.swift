@@ -11,6 +11,8 @@ let package = Package(
     products: [
         .library(name: "DataProtection", targets: ["DataProtection"]),
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
+        // Secrets and primitives that appear in DataProtection's API (SecretBytes, ClassKey material).
+        .library(name: "ProtectionCrypto", targets: ["ProtectionCrypto"]),
         .executable(name: "dpctl", targets: ["dpctl"]),
     ],
     dependencies: [

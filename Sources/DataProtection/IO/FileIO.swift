@@ -98,7 +98,11 @@ extension FileIO {
     func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
         var done = 0
         while done < buffer.count {
-            let n = try pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), at: offset + Int64(done))
+            let n: Int
+            do { n = try pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), at: offset + Int64(done)) } catch {
+                if error.errno == EINTR { continue }  // a seam may pass EINTR up; retrying is always right for pread
+                throw error
+            }
             if n == 0 { break }
             done += n
         }
@@ -109,7 +113,11 @@ extension FileIO {
     func writeFully(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) {
         var done = 0
         while done < buffer.count {
-            let n = try pwrite(fd, from: UnsafeRawBufferPointer(rebasing: buffer[done...]), at: offset + Int64(done))
+            let n: Int
+            do { n = try pwrite(fd, from: UnsafeRawBufferPointer(rebasing: buffer[done...]), at: offset + Int64(done)) } catch {
+                if error.errno == EINTR { continue }
+                throw error
+            }
             if n == 0 { throw SystemError(EIO) }
             done += n
         }
