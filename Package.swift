@@ -50,7 +50,9 @@ let package = Package(
                 "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["Container/README.md"]),
+            exclude: ["Domain/README.md", "Container/README.md"]),
+        // Measures unlock, key fetch per open, passphrase change at 10 vs 10,000 files, rotation (BENCHMARKS.md).
+        .executableTarget(name: "dp-keybench", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"]),
         // Holds a container in use from another process (ContainerPurgeTests).
         .executableTarget(name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"]),
         .executableTarget(
@@ -58,11 +60,14 @@ let package = Package(
             dependencies: [
                 "DataProtection",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]),
+            ],
+            exclude: ["README.md"]),
 
         // Measurement drivers behind BENCHMARKS.md (throughput against raw libsodium, lock-check cost).
         .executableTarget(
             name: "dp-bench", dependencies: ["DataProtection", "ProtectionCrypto", "CSodium"]),
+        // A long-running service that embeds the library as an app would (Examples/BackgroundService).
+        .executableTarget(name: "dp-example-service", dependencies: ["DataProtection"], path: "Examples/BackgroundService"),
         // The main job's tour of the library (scripts/walkthrough).
         .executableTarget(name: "library-tour", dependencies: ["DataProtection"], path: "Examples/LibraryTour"),
 
@@ -74,8 +79,9 @@ let package = Package(
             dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination"]),
         .testTarget(
-            name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto", "container-hold"],
+            name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "container-hold"],
             resources: [.copy("Fixtures")]),
-        .testTarget(name: "DpctlTests", dependencies: ["DataProtection"]),
+        // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
+        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring"]),
     ]
 )

@@ -107,11 +107,11 @@ func contents(_ name: String, _ v: Int) -> [UInt8] {
 
 /// One task: rewrites one document of its class, reads it back, and checks it against what it last acknowledged.
 func documentTask(_ files: ProtectedFiles, _ live: LiveLock, _ journal: Journal, _ cls: ProtectionClass, _ path: String,
-                  until deadline: UInt64, stopping: Atomic<Bool>) async {
+                  until deadline: UInt64, stopping: StopFlag) async {
     let name = (path as NSString).lastPathComponent
     var acked = 0  // last acknowledged version (0: none yet)
     var next = 1
-    while nowNanos() < deadline && !stopping.load(ordering: .relaxed) {
+    while nowNanos() < deadline && !stopping.isSet {
         let start = nowNanos()
         do {
             try files.write(contents(name, next), to: path, protection: cls)
@@ -145,7 +145,7 @@ func documentTask(_ files: ProtectedFiles, _ live: LiveLock, _ journal: Journal,
 }
 
 /// A `completeUnlessOpen` log kept open throughout: appends and reads back must work while locked.
-func openLogTask(_ files: ProtectedFiles, _ journal: Journal, _ path: String, until deadline: UInt64, stopping: Atomic<Bool>) async {
+func openLogTask(_ files: ProtectedFiles, _ journal: Journal, _ path: String, until deadline: UInt64, stopping: StopFlag) async {
     let name = (path as NSString).lastPathComponent
     let h: ProtectedFileHandle
     do { h = try files.create(path, protection: .completeUnlessOpen) } catch {
@@ -154,7 +154,7 @@ func openLogTask(_ files: ProtectedFiles, _ journal: Journal, _ path: String, un
     }
     defer { h.close() }
     var records = 0
-    while nowNanos() < deadline && !stopping.load(ordering: .relaxed) {
+    while nowNanos() < deadline && !stopping.isSet {
         let start = nowNanos()
         let line = Array(String(format: "record %08d\n", records).utf8)
         do {
@@ -170,10 +170,17 @@ func openLogTask(_ files: ProtectedFiles, _ journal: Journal, _ path: String, un
     }
 }
 
+/// Set by SIGTERM/SIGINT; every task checks it between operations.
+final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .relaxed) }
+    func set() { flag.store(true, ordering: .relaxed) }
+}
+
 let options = parse()
-let stopping = Atomic<Bool>(false)
-signal(SIGTERM) { _ in stopping.store(true, ordering: .relaxed) }
-signal(SIGINT) { _ in stopping.store(true, ordering: .relaxed) }
+let stopping = StopFlag()
+signal(SIGTERM) { _ in stopping.set() }
+signal(SIGINT) { _ in stopping.set() }
 
 do {
     let env = ProcessInfo.processInfo.environment

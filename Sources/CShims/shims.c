@@ -114,3 +114,5 @@ long dp_unix_dgram_recv(int fd, void *buf, unsigned long cap, int timeout_ms, ch
     }
     return (long)n;
 }
+
+int dp_syncfs(int fd) { return syncfs(fd); }

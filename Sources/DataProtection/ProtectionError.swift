@@ -38,14 +38,14 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         case readOnly
         /// The container's sealed bundle does not match its signed manifest.
         case bundleTampered
-        /// The container is in use by a running process (purge skips it).
-        case inUse
         /// The keybag is malformed or fails authentication.
         case corruptKeybag
         /// The passphrase or recovery key is wrong.
         case wrongPassphrase
         /// The kernel keyring refused the operation (e.g. a seccomp profile).
         case keyringUnavailable
+        /// A file or directory holding secrets is readable or writable by others; the message names the `chmod` fix.
+        case insecurePermissions
         /// A system call failed with this errno.
         case io(Int32)
     }

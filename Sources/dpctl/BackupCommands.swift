@@ -48,8 +48,3 @@ struct BackupList: ParsableCommand {
 }
 
 extension BackupPolicy.ExcludeFormat: ExpressibleByArgument {}
-
-extension String {
-    /// Right-aligned in `width` columns.
-    func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
-}

@@ -100,8 +100,12 @@ final class PermissionTests: KeyringTestCase {
 
     private func ensureThrowawayUser(_ name: String) throws {
         if try runChild("/usr/bin/id", ["-u", name]).status == 0 { return }
-        let created = try runChild("/usr/sbin/useradd", ["--system", "--no-create-home", name])
-        // Another test run may have created it meanwhile (useradd exit 9: already exists).
+        var created = try runChild("/usr/sbin/useradd", ["--system", "--no-create-home", name])
+        // Exit 9 means the user or its group already exists: another test run created the user
+        // meanwhile, or a deleted user left its group behind; then join that group.
+        if created.status == 9, try runChild("/usr/bin/id", ["-u", name]).status != 0 {
+            created = try runChild("/usr/sbin/useradd", ["--system", "--no-create-home", "-g", name, name])
+        }
         XCTAssertTrue(created.status == 0 || created.status == 9, "useradd \(name) failed: \(created.stderr)")
     }
 }

@@ -58,6 +58,9 @@ int dp_renameat_noreplace(int olddirfd, const char *oldpath, int newdirfd, const
 /// CPUs this process may run on (sched_getaffinity + CPU_COUNT); at least 1.
 int dp_available_cpus(void);
 
+/// syncfs(2): commits every file system buffer of the file system holding `fd`.
+int dp_syncfs(int fd);
+
 #ifdef __cplusplus
 }
 #endif

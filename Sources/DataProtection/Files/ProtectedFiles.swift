@@ -158,6 +158,11 @@ public final class ProtectedFiles: Sendable {
     /// is sealed to the class public key.
     /// - Throws: `.alreadyExists`, `.locked`, `.invalidArgument` (bad options), `.io`.
     public func create(_ path: String, protection: ProtectionClass) throws(ProtectionError) -> ProtectedFileHandle {
+        try create(path, protection: protection, reportedAs: path)
+    }
+
+    /// `create`, with errors about the file attributed to `shown` (the destination of an atomic replace, not its temporary name).
+    func create(_ path: String, protection: ProtectionClass, reportedAs shown: String) throws(ProtectionError) -> ProtectedFileHandle {
         guard let shift = options.chunkShift else {
             throw ProtectionError(.invalidArgument, "unable to create '\(path)': chunk size \(options.chunkSize) is not a power of two from 4 KiB to 16 MiB", path: path)
         }
@@ -198,7 +203,7 @@ public final class ProtectedFiles: Sendable {
             }
             return h
         } catch {
-            throw error.about(path, "create")
+            throw error.about(shown, "create")
         }
     }
 
@@ -253,20 +258,10 @@ public final class ProtectedFiles: Sendable {
     ///   already checked that they encode `header`).
     func fileKeys(for header: FileHeader, raw: [UInt8]? = nil) throws(ProtectionError) -> FileKeys {
         let bytes = raw.flatMap { $0.count >= FileHeader.size ? $0 : nil } ?? header.encoded()
-        return try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) -> FileKeys in
-            let fixed = UnsafeRawBufferPointer(rebasing: b[0..<FileHeader.fixedSize])
-            let fileKey = try header.wrappedKey.span.bytes.withUnsafeBytes { (w) throws(ProtectionError) -> SecretBytes in
-                try keys.unwrapFileKey(w, for: header.protectionClass, generation: header.classKeyGeneration, ad: fixed)
-            }
-            let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
-            let macEnd = FileHeader.fixedSize + FileHeader.wrappedKeySlot
-            let mac = try crypto { () throws(CryptoError) in try GenericHash.mac(key: fk.mac, UnsafeRawBufferPointer(rebasing: b[0..<macEnd])) }
-            let ok = mac.withUnsafeBytes { GenericHash.equal($0, UnsafeRawBufferPointer(rebasing: b[macEnd..<FileHeader.size])) }
-            guard ok else {
-                throw ProtectionError(.authenticationFailed, "the header failed authentication; it was altered; restore the file from a backup")
-            }
-            return fk
-        }
+        let fileKey = try unwrapFileKey(header, raw: bytes)
+        let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
+        try checkMAC(raw: bytes, fk)
+        return fk
     }
 
     /// Bytes read at open beyond the header: one default chunk, so a small file takes one `pread`.
@@ -296,7 +291,7 @@ public final class ProtectedFiles: Sendable {
     func replace(_ path: String, protection: ProtectionClass, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
         let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
         let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
-        let h = try create(tmp, protection: protection)
+        let h = try create(tmp, protection: protection, reportedAs: path)
         do throws(ProtectionError) {
             try fill(h)
             try h.sync()

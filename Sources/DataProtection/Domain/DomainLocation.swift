@@ -1,0 +1,84 @@
+import ProtectionCrypto
+
+/// The identifier of a protection domain: 16 random bytes, written as 32 hex digits.
+///
+/// It names the domain's keys in the kernel keyring and its device-secret
+/// file, and it is bound into every wrapped class key of the keybag.
+public struct DomainID: Hashable, Sendable, CustomStringConvertible {
+    public static let size = 16
+    public let bytes: [UInt8]
+
+    /// Wraps 16 bytes.
+    /// - Throws: `.corruptKeybag` for any other length.
+    public init(bytes: [UInt8]) throws(ProtectionError) {
+        guard bytes.count == Self.size else { throw ProtectionError(.corruptKeybag, "a domain identifier must be \(Self.size) bytes, got \(bytes.count)") }
+        self.bytes = bytes
+    }
+
+    /// A fresh random identifier.
+    static func random() throws(ProtectionError) -> DomainID {
+        try DomainID(bytes: try crypto { () throws(CryptoError) in try SecureRandom.bytes(size) })
+    }
+
+    /// 32 lowercase hex digits.
+    public var description: String { bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+}
+
+/// Where a protection domain keeps its files: its home (keybag, rotation journal) and its device-secret directory.
+///
+/// The device secret lives outside the home on purpose: copying the home
+/// alone (a backup, a synced folder, a stolen container) does not give an
+/// attacker what is needed to test passphrase guesses offline.
+public struct DomainLocation: Sendable, Equatable {
+    /// The domain's home directory.
+    public var home: String
+    /// The directory holding `<domainID>.secret` files (0700, owner-only).
+    public var deviceDirectory: String
+
+    public init(home: String, deviceDirectory: String) {
+        self.home = home
+        self.deviceDirectory = deviceDirectory
+    }
+
+    /// The keybag file.
+    public var keybagPath: String { home + "/keybag" }
+    /// The rotation journal, present only while a class-key rotation is unfinished.
+    public var journalPath: String { home + "/rotation.journal" }
+    /// The device-secret file of domain `id`.
+    public func deviceSecretPath(_ id: DomainID) -> String { deviceDirectory + "/\(id).secret" }
+
+    /// Resolves the documented defaults.
+    ///
+    /// Home: `home`, else `$DATAPROTECTION_HOME`, else `$XDG_DATA_HOME/dataprotection`,
+    /// else `~/.local/share/dataprotection`. Device directory: `$DATAPROTECTION_DEVICE_DIR`,
+    /// else `$XDG_STATE_HOME/dataprotection/devices`, else `~/.local/state/dataprotection/devices`.
+    /// - Parameters:
+    ///   - home: an explicit home (`dpctl --home`), which wins over the environment.
+    ///   - environment: the process environment (passed in, never read globally here).
+    /// - Throws: `.invalidArgument` when a default is needed and `HOME` is unset.
+    public static func resolve(home: String? = nil, environment: [String: String]) throws(ProtectionError) -> DomainLocation {
+        func nonEmpty(_ k: String) -> String? { environment[k].flatMap { $0.isEmpty ? nil : $0 } }
+        func userHome() throws(ProtectionError) -> String {
+            guard let h = nonEmpty("HOME") else {
+                throw ProtectionError(.invalidArgument, "HOME is not set, so there is no default domain location; pass --home DIR or set DATAPROTECTION_HOME and DATAPROTECTION_DEVICE_DIR")
+            }
+            return h
+        }
+        let h: String
+        if let home, !home.isEmpty { h = home }
+        else if let e = nonEmpty("DATAPROTECTION_HOME") { h = e }
+        else if let x = nonEmpty("XDG_DATA_HOME") { h = x + "/dataprotection" }
+        else { h = try userHome() + "/.local/share/dataprotection" }
+        let d: String
+        if let e = nonEmpty("DATAPROTECTION_DEVICE_DIR") { d = e }
+        else if let x = nonEmpty("XDG_STATE_HOME") { d = x + "/dataprotection/devices" }
+        else { d = try userHome() + "/.local/state/dataprotection/devices" }
+        return DomainLocation(home: trimmed(h), deviceDirectory: trimmed(d))
+    }
+
+    private static func trimmed(_ p: String) -> String {
+        var p = p
+        while p.count > 1 && p.hasSuffix("/") { p.removeLast() }
+        return p
+    }
+}

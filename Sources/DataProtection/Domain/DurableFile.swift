@@ -1,0 +1,119 @@
+import ProtectionCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Small files written atomically and durably: temporary file, fsync, rename, directory fsync.
+///
+/// Readers see the old contents or the new, never a mix; after a crash one of
+/// the two is on disk. Used for the keybag, the device secret and the rotation journal.
+enum DurableFile {
+    /// Atomically replaces `path` with `bytes`, created with `mode`.
+    /// - Throws: `.io` naming the file; the temporary file is removed and `path` is untouched.
+    static func write(_ bytes: UnsafeRawBufferPointer, to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) {
+        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
+        let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).\(suffix).tmp"
+        do throws(SystemError) {
+            let fd = try io.open(tmp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+            do throws(SystemError) {
+                try io.writeFully(fd, from: bytes, at: 0)
+                try io.fsync(fd)
+                io.close(fd)
+            } catch {
+                io.close(fd)
+                throw error
+            }
+            try io.rename(tmp, to: path)
+            try io.syncDirectory(of: path)
+        } catch {
+            try? io.unlink(tmp)
+            throw ProtectionError.errno(error.errno, "write", path)
+        }
+    }
+
+    /// Atomically replaces `path` with `bytes` (public bytes).
+    static func write(_ bytes: [UInt8], to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) {
+        try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try write(b, to: path, mode: mode, io: io) }
+    }
+
+    /// Reads all of `path` (public bytes), refusing files over `limit` bytes.
+    /// - Throws: `.notFound`, `.io`; `tooLarge` when the file exceeds `limit`.
+    static func read(_ path: String, limit: Int, io: any FileIO, tooLarge: ProtectionError) throws(ProtectionError) -> [UInt8] {
+        let fd: Int32
+        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw .errno(error.errno, "read", path) }
+        defer { io.close(fd) }
+        let size: Int64
+        do throws(SystemError) { size = try io.size(fd) } catch { throw .errno(error.errno, "read", path) }
+        guard size <= Int64(limit) else { throw tooLarge }
+        var out = [UInt8](repeating: 0, count: Int(size))
+        let r: Result<Int, SystemError> = out.withUnsafeMutableBytes { b in
+            do throws(SystemError) { return .success(try io.readFully(fd, into: b, at: 0)) } catch { return .failure(error) }
+        }
+        do throws(SystemError) { out.removeSubrange(try r.get()...) } catch { throw .errno(error.errno, "read", path) }
+        return out
+    }
+
+    /// Overwrites `path` with random bytes, fsyncs, unlinks it and fsyncs its directory; absent files are fine.
+    ///
+    /// On a journaling or copy-on-write file system, or an SSD, the old blocks
+    /// may survive the overwrite; the unlink plus the loss of the matching
+    /// secret is what the crypto-shred relies on.
+    static func shred(_ path: String, io: any FileIO) throws(ProtectionError) {
+        do throws(SystemError) {
+            let fd: Int32
+            do throws(SystemError) { fd = try io.open(path, flags: O_WRONLY, mode: 0) } catch {
+                if error.errno == ENOENT { return }
+                throw error
+            }
+            do throws(SystemError) {
+                let size = Int(try io.size(fd))
+                if size > 0 {
+                    let noise = (try? SecureRandom.bytes(size)) ?? [UInt8](repeating: 0, count: size)
+                    try noise.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
+                    try io.fsync(fd)
+                }
+                io.close(fd)
+            } catch {
+                io.close(fd)
+                throw error
+            }
+            try io.unlink(path)
+            try io.syncDirectory(of: path)
+        } catch {
+            throw ProtectionError.errno(error.errno, "destroy", path)
+        }
+    }
+}
+
+/// Owner-only directories and files for secrets: creation with 0700 and checks that refuse looser modes.
+enum PrivatePath {
+    /// Creates `path` and any missing parents with mode 0700; existing directories are left as they are.
+    static func makeDirectory(_ path: String) throws(ProtectionError) {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw ProtectionError.errno(errno, "create the directory", prefix)
+            }
+        }
+    }
+
+    /// Checks that `path` is owned by this user and not accessible to group or others.
+    /// - Throws: `.insecurePermissions` naming the path and the `chmod` fix; `.notFound`; `.io`.
+    static func checkPrivate(_ path: String, directory: Bool) throws(ProtectionError) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { throw ProtectionError.errno(errno, "inspect", path) }
+        let isDir = (st.st_mode & S_IFMT) == S_IFDIR, isReg = (st.st_mode & S_IFMT) == S_IFREG
+        guard directory ? isDir : isReg else {
+            throw ProtectionError(.insecurePermissions, "'\(path)' is not a \(directory ? "directory" : "regular file"); remove it and run the command again", path: path)
+        }
+        guard st.st_uid == geteuid() else {
+            throw ProtectionError(.insecurePermissions, "'\(path)' is owned by uid \(st.st_uid), not by you (uid \(geteuid())); it must be yours: `chown \(geteuid()) '\(path)'`", path: path)
+        }
+        guard st.st_mode & 0o077 == 0 else {
+            let want = directory ? "700" : "600"
+            throw ProtectionError(.insecurePermissions, "'\(path)' is accessible to other users (mode \(String(st.st_mode & 0o777, radix: 8))); it holds a device secret, so fix it with `chmod \(want) '\(path)'`", path: path)
+        }
+    }
+}

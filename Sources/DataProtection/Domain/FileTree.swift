@@ -1,0 +1,26 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Walks a file or directory tree, calling back for each regular file (symbolic links are not followed).
+enum FileTree {
+    /// Calls `visit` for `path` if it is a regular file, or for every regular file below it if it is a directory.
+    /// - Throws: `.notFound` for a missing `path`; `.io` for an unreadable directory; whatever `visit` throws.
+    static func walk(_ path: String, _ visit: (String) throws(ProtectionError) -> Void) throws(ProtectionError) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { throw ProtectionError.errno(errno, "inspect", path) }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: try visit(path)
+        case S_IFDIR:
+            guard let dir = opendir(path) else { throw ProtectionError.errno(errno, "list", path) }
+            var names: [String] = []
+            while let e = readdir(dir) {
+                let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name != "." && name != ".." { names.append(name) }
+            }
+            closedir(dir)
+            for n in names.sorted() { try walk(path == "/" ? "/\(n)" : "\(path)/\(n)", visit) }
+        default: return
+        }
+    }
+}

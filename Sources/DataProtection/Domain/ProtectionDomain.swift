@@ -1,0 +1,290 @@
+import KernelKeyring
+import Logging
+import ProtectionCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A protection domain: what one passphrase unlocks — its keybag, its class keys while unlocked, and its protected files.
+///
+/// The main path: `create` once (shows the recovery key), then `open`,
+/// `unlock(passphrase:)`, work with `files`, `lock()`. Class keys A–C live in
+/// the key store only while unlocked; the keybag on disk holds them wrapped.
+public final class ProtectionDomain: Sendable {
+    public let location: DomainLocation
+    public let id: DomainID
+    public let keyStore: KeyStore
+    /// Protected files whose class keys come from this domain; their handles observe `lock` in every process.
+    public let files: ProtectedFiles
+    /// This process's attachment to the domain's live lock: events (`willLock`, `didLock`,
+    /// `didUnlock`), `isProtectedDataAvailable`, and `retryAfterUnlock`.
+    public let liveLock: LiveLock
+    let cache: KeybagCache
+    let store: any ClassKeyStore
+    let io: any FileIO
+    let logger: Logger?
+
+    private init(location: DomainLocation, bag: Keybag, keyStore: KeyStore, fileOptions: ProtectedFileOptions, io: any FileIO, logger: Logger?) throws(ProtectionError) {
+        self.location = location
+        self.id = bag.domainID
+        self.keyStore = keyStore
+        self.io = io
+        self.logger = logger
+        cache = KeybagCache(location, io: io, bag: bag)
+        switch keyStore {
+        case .kernel(let parent): store = KernelKeyStore(DomainKeyring(keyring: Keyring(logger: logger), id: bag.domainID, parent: parent))
+        case .inProcess: store = ProcessKeyStore()
+        }
+        liveLock = try LiveLock(domainID: "\(bag.domainID)")
+        files = ProtectedFiles(keys: DomainClassKeys(cache: cache, store: store), options: fileOptions, liveLock: liveLock, io: io)
+    }
+
+    /// Whether a keybag exists at `location`.
+    public static func exists(at location: DomainLocation) -> Bool { access(location.keybagPath, F_OK) == 0 }
+
+    /// Creates a new domain: device secret, fresh class keys, keybag; then shows the recovery key once.
+    ///
+    /// - Parameters:
+    ///   - location: where the keybag and the device secret go.
+    ///   - passphrase: the passphrase (locked memory).
+    ///   - kdf: Argon2id parameters, e.g. `calibrateKDF(target:)`.
+    ///   - keyStore: where class keys will live while unlocked.
+    ///   - present: receives the recovery key after the keybag is durable; show it to the person once.
+    /// - Throws: `.alreadyExists` when a keybag is there; `.keyringUnavailable`; `.insecurePermissions`; `.io`.
+    public static func create(
+        at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
+        fileOptions: ProtectedFileOptions = .init(), io: any FileIO = SystemFileIO(), logger: Logger? = nil,
+        present: (borrowing RecoveryKey) throws(ProtectionError) -> Void
+    ) throws(ProtectionError) -> ProtectionDomain {
+        try checkStore(keyStore, logger)
+        guard !exists(at: location) else {
+            throw ProtectionError(.alreadyExists, "a protection domain already exists at '\(location.home)'; use it, or destroy it first with `dpctl wipe`", path: location.keybagPath)
+        }
+        guard kdf.isValid else { throw ProtectionError(.invalidArgument, "Argon2id parameters out of range (ops \(kdf.opsLimit), memory \(kdf.memLimit) bytes)") }
+        try PrivatePath.makeDirectory(location.home)
+        let id = try DomainID.random()
+        let device = try DeviceSecret.create(for: id, at: location, io: io)
+        let recovery = try RecoveryKey.random()
+        let (bag, _) = try Keybag.create(id: id, passphrase: passphrase, kdf: kdf, device: device, recovery: recovery)
+        try bag.save(location, device, io: io)
+        try present(recovery)
+        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
+    }
+
+    /// Opens the domain at `location` (reads and authenticates its keybag; unlocks nothing).
+    /// - Throws: `.notFound`, `.corruptKeybag`, `.insecurePermissions`, `.keyringUnavailable`, `.io`.
+    public static func open(
+        at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(),
+        io: any FileIO = SystemFileIO(), logger: Logger? = nil
+    ) throws(ProtectionError) -> ProtectionDomain {
+        try checkStore(keyStore, logger)
+        let bag = try Keybag.load(location, io: io) { (id) throws(ProtectionError) in try DeviceSecret.load(for: id, at: location, io: io) }
+        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
+    }
+
+    private static func checkStore(_ keyStore: KeyStore, _ logger: Logger?) throws(ProtectionError) {
+        guard case .kernel = keyStore else { return }
+        do throws(KeyringError) { try Keyring.checkAvailable(logger: logger) } catch {
+            throw error.code == .unavailable ? DomainKeyring.unavailable(error) : DomainKeyring.translate(error)
+        }
+    }
+
+    // MARK: Lock state
+
+    /// Unlocks classes A, B and C: derives the KEK from the passphrase and the device secret and puts the class keys in the key store.
+    ///
+    /// - Parameters:
+    ///   - passphrase: the passphrase (locked memory).
+    ///   - timeout: seconds after which A and B lock by themselves (the kernel's key expiry); nil for never.
+    /// - Throws: `.wrongPassphrase` (nothing is changed), `.corruptKeybag`, `.keyringUnavailable`.
+    public func unlock(passphrase: borrowing SecretBytes, timeout: UInt32? = nil) throws(ProtectionError) {
+        let bag = try cache.bag()
+        let device = try DeviceSecret.load(for: id, at: location, io: io)
+        let kek = try bag.passphraseKEK(passphrase, device)
+        let keys = try bag.unwrapPassphraseClasses(kek)
+        try store.install(keys, timeout: timeout)
+        liveLock.unlock(autoLockAfterSeconds: timeout.map(Int.init))
+        logger?.info("unlocked domain \(id)", metadata: ["timeout": "\(timeout.map(String.init) ?? "none")"])
+    }
+
+    /// Locks: removes classes A and B (every generation) from the key store; with `evictAll`, class C too (the analogue of a reboot).
+    ///
+    /// Every process with the domain open wipes the keys of its `complete` handles
+    /// (and, with `evictAll`, `completeUntilFirstUserAuthentication` ones) and
+    /// acknowledges before this returns; see `LiveLock`.
+    @discardableResult
+    public func lock(evictAll: Bool = false) throws(ProtectionError) -> LiveLock.LockReport {
+        let bag = try cache.bag()
+        let classes: Set<ProtectionClass> = evictAll ? [.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication] : LiveLock.lockClasses
+        let report = try liveLock.lock(classes) { () throws(ProtectionError) in
+            try store.evict(evictAll ? Set(ProtectionClass.allCases) : [.complete, .completeUnlessOpen], generations: bag.generations, all: evictAll)
+        }
+        logger?.info("locked domain \(id)", metadata: ["evictAll": "\(evictAll)", "processes": "\(report.processesAcknowledged)", "ms": "\(report.elapsedMillis)"])
+        return report
+    }
+
+    /// Announces `willLock` to every process, waits `grace`, then locks (`dpctl lock --grace`).
+    @discardableResult
+    public func lock(evictAll: Bool = false, grace: Duration) throws(ProtectionError) -> LiveLock.LockReport {
+        let deadline = unixMillis() + Int64(grace.components.seconds * 1000 + grace.components.attoseconds / 1_000_000_000_000_000)
+        liveLock.announceWillLock(deadlineUnixMillis: deadline)
+        while unixMillis() < deadline { usleep(UInt32(min(100_000, max(1000, (deadline - unixMillis()) * 1000)))) }
+        return try lock(evictAll: evictAll)
+    }
+
+    /// The lock state of every class, the auto-lock deadline and the keyring key ids.
+    public func status() throws(ProtectionError) -> DomainStatus {
+        let bag = try cache.bag()
+        var classes: [ClassStatus] = []
+        for c in ProtectionClass.allCases {
+            let gens = bag.generations[c] ?? []
+            let current = bag.contents.current(c)?.generation ?? 0
+            var serials: [UInt32: Int32] = [:]
+            var unlocked = c == .none
+            if c != .none {
+                unlocked = try store.isPresent(c, current)
+                for g in gens { if let s = try store.serial(c, g) { serials[g] = s } }
+            }
+            classes.append(ClassStatus(
+                protectionClass: c, unlocked: unlocked, canCreate: unlocked || c.usesPublicKeySealing,
+                currentGeneration: current, generations: gens, keySerials: serials))
+        }
+        let pending = try RotationJournal.read(location, io: io).map { "\($0.protectionClass.name) \($0.from.map(String.init).joined(separator: ","))→\($0.to)" }
+        return DomainStatus(
+            id: id, home: location.home, keyStore: keyStore, classes: classes,
+            autoLockDeadline: try store.deadline(), kdf: bag.contents.kdf, pendingRotation: pending)
+    }
+
+    // MARK: Passphrase and recovery
+
+    /// Changes the passphrase: rewraps the class keys only (O(1) in the number of files).
+    ///
+    /// - Parameters:
+    ///   - old: the current passphrase.
+    ///   - new: the new passphrase.
+    ///   - kdf: new Argon2id parameters; nil keeps the stored ones. A fresh salt is always drawn.
+    /// - Throws: `.wrongPassphrase` for `old` (the keybag is untouched).
+    public func changePassphrase(old: borrowing SecretBytes, new: borrowing SecretBytes, kdf: Argon2Parameters? = nil) throws(ProtectionError) {
+        var bag = try cache.bag()
+        let device = try DeviceSecret.load(for: id, at: location, io: io)
+        let keys = try bag.unwrapPassphraseClasses(try bag.passphraseKEK(old, device))
+        bag.contents.salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
+        if let kdf { bag.contents.kdf = kdf }
+        let kek = try bag.passphraseKEK(new, device)
+        for k in keys { try bag.add(k, kek: kek, device: device) }
+        try bag.save(location, device, io: io)
+        cache.update(bag)
+    }
+
+    /// Restores a domain with its recovery key: new device secret, new passphrase, same class keys (files stay readable).
+    ///
+    /// Works on a copy of the home on a new machine (no device secret there),
+    /// and after a forgotten passphrase. Idempotent: if it is interrupted, run it again.
+    /// Only the recovery seals authenticate on this path, so pass `kdf` (e.g.
+    /// `calibrateKDF()`) rather than trust the stored parameters of a copy
+    /// someone else may have altered; class B's public key is recomputed.
+    /// - Throws: `.wrongPassphrase` for a mistyped or foreign recovery key; `.notFound`; `.corruptKeybag`.
+    public static func recover(
+        at location: DomainLocation, recoveryKey: borrowing RecoveryKey, newPassphrase: borrowing SecretBytes, kdf: Argon2Parameters? = nil,
+        keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), io: any FileIO = SystemFileIO(), logger: Logger? = nil
+    ) throws(ProtectionError) -> ProtectionDomain {
+        try checkStore(keyStore, logger)
+        let (old, _, _) = try Keybag.parseFile(location, io: io)
+        let keys = try Keybag(contents: old).unwrapWithRecovery(recoveryKey)
+        let device = try DeviceSecret.create(for: old.domainID, at: location, io: io)
+        let salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
+        var bag = Keybag(contents: KeybagContents(domainID: old.domainID, kdf: kdf ?? old.kdf, salt: salt, recoveryPublicKey: old.recoveryPublicKey, entries: []))
+        let kek = try bag.passphraseKEK(newPassphrase, device)
+        for k in keys { try bag.add(k, kek: kek, device: device) }
+        try bag.save(location, device, io: io)
+        logger?.info("recovered domain \(old.domainID)")
+        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
+    }
+
+    // MARK: Files and destruction
+
+    /// Moves a protected file to class `c` by rewrapping its per-file key (header only).
+    public func setClass(_ path: String, to c: ProtectionClass) throws(ProtectionError) -> RewrapOutcome {
+        try files.rewrap(path, to: c)
+    }
+
+    /// Crypto-shred: evicts every key, then destroys the keybag, the rotation journal and the device secret.
+    ///
+    /// Afterwards no protected file of the domain can be read by anyone
+    /// holding only this machine — nor with the recovery key, since the keybag
+    /// (which the recovery key opens) is gone. A backup of the keybag together
+    /// with the recovery key still opens files from a backup; wipe cannot reach those.
+    public func wipe() throws(ProtectionError) {
+        let bag = try cache.bag()
+        try liveLock.lock([.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication]) { () throws(ProtectionError) in
+            try store.evict(Set(ProtectionClass.allCases), generations: bag.generations, all: true)
+        }
+        try DurableFile.shred(location.journalPath, io: io)
+        try DurableFile.shred(location.keybagPath, io: io)
+        try DeviceSecret.destroy(for: id, at: location, io: io)
+        logger?.info("wiped domain \(id)")
+    }
+
+    /// Argon2id parameters taking about `target` on this machine: 3 passes, memory scaled to fit.
+    ///
+    /// Memory is what makes guessing costly on GPUs, so the passes stay at 3
+    /// (libsodium's moderate preset) and the memory is scaled between 64 MiB
+    /// and 1 GiB: probes at 64 MiB give a first estimate, runs at that
+    /// estimate correct it (large allocations cost more per MiB here: fresh
+    /// pages are slow to touch in a VM). Each step keeps the fastest of its
+    /// runs, since other load on the machine only ever slows a run down.
+    public static func calibrateKDF(target: Duration = .milliseconds(500)) throws(ProtectionError) -> Argon2Parameters {
+        let goal = seconds(target)
+        func run(_ mib: Int) throws(ProtectionError) -> Double {
+            let pass = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 16) }
+            let salt = [UInt8](repeating: 0, count: PasswordHash.saltSize)
+            let clock = ContinuousClock(), start = clock.now
+            _ = try crypto { () throws(CryptoError) in
+                try PasswordHash.deriveKey(passphrase: pass, salt: salt, parameters: Argon2Parameters(opsLimit: 3, memLimit: UInt64(mib) << 20))
+            }
+            return max(1e-3, seconds(clock.now - start))
+        }
+        func clamp(_ x: Double) -> Int { min(1024, max(64, Int(x.rounded()))) }
+        let estimate = clamp(64 * goal / min(try run(64), try run(64), try run(64)))
+        let mib = clamp(Double(estimate) * goal / min(try run(estimate), try run(estimate)))
+        return Argon2Parameters(opsLimit: 3, memLimit: UInt64(mib) << 20)
+    }
+
+    private static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+}
+
+extension Keybag {
+    /// The generations the keybag holds, per class, oldest first.
+    var generations: [ProtectionClass: [UInt32]] {
+        var out: [ProtectionClass: [UInt32]] = [:]
+        for e in contents.entries { out[e.protectionClass, default: []].append(e.generation) }
+        return out.mapValues { $0.sorted() }
+    }
+}
+
+/// One class's lock state.
+public struct ClassStatus: Sendable, Equatable {
+    public let protectionClass: ProtectionClass
+    /// Whether existing files of the class can be opened now.
+    public let unlocked: Bool
+    /// Whether new files of the class can be created now (class B: always).
+    public let canCreate: Bool
+    public let currentGeneration: UInt32
+    public let generations: [UInt32]
+    /// Kernel key serial per unlocked generation (empty for the in-process store and class `none`).
+    public let keySerials: [UInt32: Int32]
+}
+
+/// What `dpctl status` shows.
+public struct DomainStatus: Sendable, Equatable {
+    public let id: DomainID
+    public let home: String
+    public let keyStore: KeyStore
+    public let classes: [ClassStatus]
+    /// UNIX seconds at which classes A and B lock by themselves, if `unlock --timeout` set one.
+    public let autoLockDeadline: Int64?
+    public let kdf: Argon2Parameters
+    /// "class old→new" when a rotation is unfinished.
+    public let pendingRotation: String?
+}

@@ -1,0 +1,51 @@
+import ProtectionCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ProtectedFiles {
+    /// Converts the ordinary file at `path` into a protected file of class `c`, atomically.
+    ///
+    /// The protected copy is written beside it, fsynced and renamed over it
+    /// (see `write(contentsOf:to:protection:)`): a crash leaves the plain file
+    /// or the protected one. The new file is mode 0600.
+    /// - Returns: false (and changes nothing) when `path` is already protected.
+    /// - Throws: `.locked`, `.notFound`, `.io`.
+    @discardableResult
+    public func protectInPlace(_ path: String, as c: ProtectionClass) throws(ProtectionError) -> Bool {
+        do throws(ProtectionError) { _ = try info(path); return false } catch where error.code == .notProtected {}
+        let fd: Int32
+        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw ProtectionError.errno(error.errno, "protect", path) }
+        defer { io.close(fd) }
+        try write(contentsOf: fd, to: path, protection: c)
+        return true
+    }
+
+    /// Converts the protected file at `path` back into an ordinary file holding its plaintext, atomically.
+    ///
+    /// Decrypts into a temporary file beside it (mode 0600), fsyncs, renames
+    /// over `path` and fsyncs the directory. On any failure the protected file is untouched.
+    /// - Throws: `.locked`, `.authenticationFailed` (nothing is replaced), `.notProtected`, `.io`.
+    public func unprotectInPlace(_ path: String) throws(ProtectionError) {
+        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
+        let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
+        let fd: Int32
+        do throws(SystemError) { fd = try io.open(tmp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) } catch {
+            throw ProtectionError.errno(error.errno, "unprotect", path)
+        }
+        do throws(ProtectionError) {
+            try read(path, into: fd)
+            do throws(SystemError) {
+                try io.fsync(fd)
+                io.close(fd)
+                try io.rename(tmp, to: path)
+                try io.syncDirectory(of: path)
+            } catch { throw ProtectionError.errno(error.errno, "unprotect", path) }
+        } catch {
+            io.close(fd)
+            try? io.unlink(tmp)
+            throw error.about(path, "unprotect")
+        }
+    }
+}

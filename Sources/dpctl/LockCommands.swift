@@ -1,0 +1,150 @@
+import ArgumentParser
+import DataProtection
+import Foundation
+import ProtectionCrypto
+
+/// `dpctl init`: creates a domain and shows its recovery key once.
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a protection domain: device secret, class keys, keybag. Prints the recovery key once.",
+        discussion: "The recovery key goes to standard output (alone on its line), the explanation to standard error, so `dpctl init > key.txt` captures just the key. Store it offline: it unlocks the domain without the passphrase and the device secret.")
+    @OptionGroup var domain: DomainOptions
+    @OptionGroup var passphrase: PassphraseOptions
+    @OptionGroup var kdf: KDFOptions
+
+    func run() throws {
+        let location = try domain.location()
+        let secret = try passphrase.source.read(confirm: true)
+        let params = try kdf.parameters(keepIfUnset: false)!
+        _ = try ProtectionDomain.create(at: location, passphrase: secret, kdf: params, keyStore: try domain.keyStore()) { (key) throws(ProtectionError) in
+            note("Created the protection domain at '\(location.home)' (Argon2id: \(params.opsLimit) passes, \(params.memLimit >= 1 << 20 ? "\(params.memLimit >> 20) MiB" : "\(params.memLimit >> 10) KiB")).")
+            note("Recovery key (shown only now; store it offline — it unlocks this domain without the passphrase):")
+            let shown: Bool
+            do { shown = try key.withText { text in writeAll(1, text) && [UInt8(10)].withUnsafeBytes { writeAll(1, $0) } } } catch {
+                throw ProtectionError(.io(EIO), "unable to show the recovery key: \(error)")
+            }
+            guard shown else { throw ProtectionError(.io(EIO), "unable to write the recovery key to standard output; run `dpctl wipe --yes` and `dpctl init` again") }
+            note("Next: `dpctl\(Failure.homeArgument) unlock`")
+        }
+    }
+}
+
+/// `dpctl unlock`: puts class keys A, B, C into the kernel keyring.
+struct Unlock: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Unlock the domain: the passphrase's class keys go into the kernel keyring.",
+        discussion: "With --timeout, classes complete and completeUnlessOpen lock by themselves when the kernel expires their keys; completeUntilFirstUserAuthentication stays until `lock --evict-all`.")
+    @OptionGroup var domain: DomainOptions
+    @OptionGroup var passphrase: PassphraseOptions
+    @Option(help: ArgumentHelp("Lock again automatically after this long: 90, 90s, 15m, 2h.", valueName: "duration"))
+    var timeout: String?
+
+    func run() throws {
+        let seconds = try timeout.map(parseDuration)
+        let d = try domain.open()
+        let secret = try passphrase.source.read()
+        try d.unlock(passphrase: secret, timeout: seconds)
+        note("unlocked\(seconds.map { "; classes complete and completeUnlessOpen lock again in \($0) s" } ?? "")")
+    }
+}
+
+/// Parses `90`, `90s`, `15m`, `2h` into seconds.
+func parseDuration(_ s: String) throws -> UInt32 {
+    let units: [Character: UInt32] = ["s": 1, "m": 60, "h": 3600]
+    var digits = Substring(s)
+    var unit: UInt32 = 1
+    if let last = s.last, let u = units[last] { unit = u; digits = digits.dropLast() }
+    guard let n = UInt32(digits), n > 0, n <= UInt32.max / unit else {
+        throw CLIError(exit: .usage, message: "invalid --timeout '\(s)'", hint: "use seconds, or a number with s, m or h: 90, 15m, 2h")
+    }
+    return n * unit
+}
+
+/// `dpctl lock`.
+struct Lock: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Lock the domain: remove classes complete and completeUnlessOpen from the keyring.")
+    @OptionGroup var domain: DomainOptions
+    @Flag(name: .customLong("evict-all"), help: "Also remove completeUntilFirstUserAuthentication (the analogue of a reboot).")
+    var evictAll = false
+    @Option(help: ArgumentHelp("Tell running apps `willLock` first and lock when this many seconds have passed (Apple waits about 10).", valueName: "seconds"))
+    var grace: Int?
+
+    func run() throws {
+        let d = try domain.open()
+        if let grace, grace < 0 { throw ValidationError("--grace must be 0 or more seconds") }
+        let report = try grace.map { try d.lock(evictAll: evictAll, grace: .seconds($0)) } ?? d.lock(evictAll: evictAll)
+        var what = evictAll ? "locked (all classes evicted)" : "locked (complete, completeUnlessOpen)"
+        what += "; \(report.processesAcknowledged) process(es) wiped their keys in \(String(format: "%.1f", report.elapsedMillis)) ms"
+        if report.processesTimedOut > 0 { what += "; \(report.processesTimedOut) did not answer (their handles still fail)" }
+        note(what)
+    }
+}
+
+/// `dpctl status`.
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the lock state of each class, the auto-lock deadline and the keyring key ids.")
+    @OptionGroup var domain: DomainOptions
+    @Flag(help: "Print JSON for scripts.") var json = false
+
+    func run() throws {
+        let s = try domain.open().status()
+        if json {
+            var classes: [[String: Any]] = []
+            for c in s.classes {
+                classes.append([
+                    "class": c.protectionClass.name, "letter": String(c.protectionClass.letter), "unlocked": c.unlocked,
+                    "canCreate": c.canCreate, "generation": c.currentGeneration, "generations": c.generations,
+                    "keyIDs": Dictionary(uniqueKeysWithValues: c.keySerials.map { (String($0.key), $0.value) }),
+                ])
+            }
+            var out: [String: Any] = [
+                "domain": s.id.description, "home": s.home, "classes": classes,
+                "kdf": ["opsLimit": s.kdf.opsLimit, "memLimitBytes": s.kdf.memLimit],
+                "keyring": keyringName(s.keyStore),
+            ]
+            out["autoLockDeadline"] = s.autoLockDeadline ?? NSNull()
+            out["pendingRotation"] = s.pendingRotation ?? NSNull()
+            printJSON(out)
+            return
+        }
+        print("domain   \(s.id)")
+        print("home     \(s.home)")
+        print("keyring  \(keyringName(s.keyStore))")
+        for c in s.classes {
+            let state = c.unlocked ? "unlocked" : (c.canCreate ? "locked (create allowed)" : "locked")
+            let ids = c.keySerials.sorted { $0.key < $1.key }.map { "gen \($0.key): key \($0.value)" }.joined(separator: ", ")
+            print("\(c.protectionClass.letter) \(c.protectionClass.name.padding(toLength: 38, withPad: " ", startingAt: 0)) \(state.padding(toLength: 24, withPad: " ", startingAt: 0)) generation \(c.currentGeneration)\(ids.isEmpty ? "" : "  [\(ids)]")")
+        }
+        if let d = s.autoLockDeadline {
+            let left = max(0, d - Int64(Date().timeIntervalSince1970))
+            print("auto-lock at \(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(d)))) (in \(left) s)")
+        }
+        if let p = s.pendingRotation { print("unfinished rotation: \(p); finish it with `dpctl rotate`") }
+    }
+
+    private func keyringName(_ k: KeyStore) -> String {
+        switch k {
+        case .kernel(let p): p == .user ? "@u" : "@s"
+        case .inProcess: "in-process"
+        }
+    }
+}
+
+/// Prints a JSON object with sorted keys on standard output.
+func printJSON(_ object: Any) {
+    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data("{}".utf8)
+    FileHandle.standardOutput.write(data)
+    FileHandle.standardOutput.write(Data("\n".utf8))
+}
+
+/// Writes all of `bytes` to `fd` (no copy), retrying on EINTR; false on failure.
+func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    var done = 0
+    while done < bytes.count {
+        let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { return false }
+        done += n
+    }
+    return true
+}

@@ -1,0 +1,172 @@
+import Foundation
+@testable import DataProtection
+import KernelKeyring
+import ProtectionCrypto
+import XCTest
+
+/// A domain's life: create, unlock, lock, passphrase change, recovery, wipe — with keys in the real kernel keyring.
+final class DomainTests: DomainTestCase {
+    func testLockSemanticsPerClass() throws {
+        let (d, _) = try makeDomain()
+        let dir = root
+        try d.unlock(passphrase: try secret("correct horse"))
+        for c in ProtectionClass.allCases { try d.files.write([1, 2, 3], to: "\(dir)/\(c.name)", protection: c) }
+        try d.lock()
+        assertProtectionError([.locked]) { _ = try d.files.read("\(dir)/complete") }
+        assertProtectionError([.locked]) { _ = try d.files.read("\(dir)/completeUnlessOpen") }
+        XCTAssertEqual(try d.files.read("\(dir)/completeUntilFirstUserAuthentication"), [1, 2, 3])
+        XCTAssertEqual(try d.files.read("\(dir)/none"), [1, 2, 3])
+        // Create while locked: B succeeds (sealed to its public key), A fails and leaves nothing.
+        try d.files.write([4], to: "\(dir)/b2", protection: .completeUnlessOpen)
+        assertProtectionError([.locked]) { try d.files.write([5], to: "\(dir)/a2", protection: .complete) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/a2"))
+        // Another process (a second domain object, as another dpctl would be) sees the same state.
+        let other = try ProtectionDomain.open(at: location, keyStore: store)
+        XCTAssertEqual(try other.status().classes.map(\.unlocked), [false, false, true, true])
+        try d.lock(evictAll: true)
+        assertProtectionError([.locked]) { _ = try d.files.read("\(dir)/completeUntilFirstUserAuthentication") }
+        XCTAssertEqual(try d.files.read("\(dir)/none"), [1, 2, 3])
+        try other.unlock(passphrase: try secret("correct horse"))
+        XCTAssertEqual(try d.files.read("\(dir)/complete"), [1, 2, 3])
+        XCTAssertEqual(try d.files.read("\(dir)/b2"), [4])
+    }
+
+    func testLockInOneDomainObjectTakesEffectInAnotherAtOnce() throws {
+        let (d, _) = try makeDomain()
+        try d.unlock(passphrase: try secret("correct horse"))
+        try d.files.write([9], to: root + "/a", protection: .complete)
+        let reader = try ProtectionDomain.open(at: location, keyStore: store)
+        XCTAssertEqual(try reader.files.read(root + "/a"), [9])  // caches the key serial
+        try d.lock()
+        assertProtectionError([.locked]) { _ = try reader.files.read(self.root + "/a") }
+    }
+
+    func testWrongPassphraseChangesNothing() throws {
+        let (d, _) = try makeDomain()
+        let before = try readBytes(location.keybagPath)
+        assertProtectionError([.wrongPassphrase]) { try d.unlock(passphrase: try self.secret("Correct horse")) }
+        assertProtectionError([.wrongPassphrase]) { try d.changePassphrase(old: try self.secret("nope"), new: try self.secret("x")) }
+        XCTAssertEqual(try readBytes(location.keybagPath), before)
+        XCTAssertFalse(try d.status().classes[0].unlocked)
+    }
+
+    func testPassphraseChangeRewrapsOnlyAndFilesStayReadable() throws {
+        let (d, _) = try makeDomain()
+        try d.unlock(passphrase: try secret("correct horse"))
+        try d.files.write([7, 7], to: root + "/a", protection: .complete)
+        let fileBefore = try readBytes(root + "/a")
+        try d.changePassphrase(old: try secret("correct horse"), new: try secret("battery staple"))
+        XCTAssertEqual(try readBytes(root + "/a"), fileBefore, "a passphrase change must not touch files")
+        try d.lock(evictAll: true)
+        assertProtectionError([.wrongPassphrase]) { try d.unlock(passphrase: try self.secret("correct horse")) }
+        try d.unlock(passphrase: try secret("battery staple"))
+        XCTAssertEqual(try d.files.read(root + "/a"), [7, 7])
+    }
+
+    /// The home copied to a new machine (no device secret) is opened with the recovery key alone.
+    func testRecoverOnAnotherMachineWithTheRecoveryKey() throws {
+        let (d, recovery) = try makeDomain()
+        try d.unlock(passphrase: try secret("correct horse"))
+        for c in ProtectionClass.allCases { try d.files.write(Array(c.name.utf8), to: "\(root)/\(c.name)", protection: c) }
+        try d.lock(evictAll: true)
+        let moved = DomainLocation(home: root + "/copied-home", deviceDirectory: root + "/new-devices")
+        try FileManager.default.copyItem(atPath: location.home, toPath: moved.home)
+        assertProtectionError([.notFound]) { _ = try ProtectionDomain.open(at: moved, keyStore: self.store) }
+        assertProtectionError([.wrongPassphrase]) {
+            _ = try ProtectionDomain.recover(at: moved, recoveryKey: try RecoveryKey.random(), newPassphrase: try self.secret("n"), keyStore: self.store)
+        }
+        let r = try ProtectionDomain.recover(at: moved, recoveryKey: try RecoveryKey(text: try secret(recovery)), newPassphrase: try secret("new one"), keyStore: store)
+        try r.unlock(passphrase: try secret("new one"))
+        for c in ProtectionClass.allCases { XCTAssertEqual(try r.files.read("\(root)/\(c.name)"), Array(c.name.utf8)) }
+        // Recovering again (e.g. after an interruption) works and leaves the files readable.
+        _ = try ProtectionDomain.recover(at: moved, recoveryKey: try RecoveryKey(text: try secret(recovery)), newPassphrase: try secret("newer"), keyStore: store)
+        XCTAssertEqual(try r.files.read("\(root)/none"), Array("none".utf8))
+    }
+
+    /// On the recovery path only the seals authenticate, so a swapped class-B public key must be caught.
+    func testRecoveryRejectsASubstitutedClassBPublicKey() throws {
+        let (_, recovery) = try makeDomain()
+        var bytes = try readBytes(location.keybagPath)
+        var (contents, _, _) = try KeybagContents.parse(bytes)
+        let i = try XCTUnwrap(contents.entries.firstIndex { $0.protectionClass == .completeUnlessOpen })
+        contents.entries[i].publicKey = try X25519KeyPair.generate().publicKey.bytes
+        bytes = contents.body() + [UInt8](repeating: 0, count: 32)  // the MAC cannot be forged without the device secret
+        bytes += try KeybagContents.checksum(bytes[...])
+        try writeBytes(bytes, location.keybagPath)
+        assertProtectionError([.corruptKeybag]) {
+            _ = try ProtectionDomain.recover(at: self.location, recoveryKey: try RecoveryKey(text: try self.secret(recovery)), newPassphrase: try self.secret("n"), keyStore: self.store)
+        }
+    }
+
+    func testWipeMakesEveryFileUnreadableAtOnce() throws {
+        let (d, recovery) = try makeDomain()
+        try d.unlock(passphrase: try secret("correct horse"))
+        for c in ProtectionClass.allCases { try d.files.write([1], to: "\(root)/\(c.name)", protection: c) }
+        try d.wipe()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: location.keybagPath))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: location.deviceSecretPath(d.id)))
+        for c in ProtectionClass.allCases {
+            assertProtectionError([.locked, .notFound, .authenticationFailed], c.name) { _ = try d.files.read("\(self.root)/\(c.name)") }
+        }
+        assertProtectionError([.notFound]) { _ = try ProtectionDomain.open(at: self.location, keyStore: self.store) }
+        assertProtectionError([.notFound]) {
+            _ = try ProtectionDomain.recover(at: self.location, recoveryKey: try RecoveryKey(text: try self.secret(recovery)), newPassphrase: try self.secret("x"), keyStore: self.store)
+        }
+        XCTAssertThrowsError(try Keyring().search(.session, type: .keyring, description: "dataprotection:\(d.id)"), "wipe must evict the keyring") {
+            XCTAssertTrue([.notFound, .revoked].contains(($0 as? KeyringError)?.code), "\($0)")
+        }
+    }
+
+    func testKeysInTheKeyringAreNamedAndPrivateToTheOwner() throws {
+        let (d, _) = try makeDomain()
+        try d.unlock(passphrase: try secret("correct horse"), timeout: 600)
+        let k = Keyring()
+        let ring = try k.search(.session, type: .keyring, description: "dataprotection:\(d.id)")
+        XCTAssertEqual(try k.describe(ring).permissions, KeyPermissions.privateToOwner.union([.userWrite, .userLink]))
+        // The @p link that gave possession while installing is gone: a long-lived process keeps nothing linked.
+        XCTAssertFalse(((try? k.children(of: .process)) ?? []).contains(ring))
+        for c in [ProtectionClass.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication] {
+            let key = try k.search(.session, type: .user, description: "dataprotection:\(d.id):\(c.name):1")
+            let a = try k.describe(key)
+            XCTAssertEqual(a.permissions, .privateToOwner, c.name)
+            XCTAssertEqual(a.uid, getuid())
+            XCTAssertEqual(try k.payloadLength(of: key), 32)
+            XCTAssertEqual(try d.status().classes.first { $0.protectionClass == c }?.keySerials[1], key.rawValue)
+        }
+        XCTAssertThrowsError(try k.search(.session, type: .user, description: "dataprotection:\(d.id):none:1"), "class none never enters the keyring")
+        let deadline = try XCTUnwrap(try d.status().autoLockDeadline)
+        XCTAssertEqual(Double(deadline), Date().timeIntervalSince1970 + 600, accuracy: 5)
+    }
+
+    func testInProcessStoreIsExplicitAndWorks() throws {
+        let loc = location
+        var dummy = ""
+        let d = try ProtectionDomain.create(at: loc, passphrase: try secret("p"), kdf: .minimumForTests, keyStore: .inProcess) { (k) throws(ProtectionError) in dummy = (try? k.withText { String(decoding: $0, as: UTF8.self) }) ?? "" }
+        XCTAssertFalse(dummy.isEmpty)
+        try d.unlock(passphrase: try secret("p"))
+        try d.files.write([3], to: root + "/a", protection: .complete)
+        XCTAssertEqual(try d.files.read(root + "/a"), [3])
+        XCTAssertTrue(try d.status().classes[0].keySerials.isEmpty)
+        try d.lock()
+        assertProtectionError([.locked]) { _ = try d.files.read(self.root + "/a") }
+    }
+
+    func testSetClassRewrapsHeaderOnly() throws {
+        let (d, _) = try makeDomain()
+        try d.unlock(passphrase: try secret("correct horse"))
+        let data = [UInt8](repeating: 0xAB, count: 50_000)
+        try d.files.write(data, to: root + "/f", protection: .complete)
+        let before = try readBytes(root + "/f")
+        for c in [ProtectionClass.completeUnlessOpen, .none, .completeUntilFirstUserAuthentication, .complete] {
+            let from = try d.files.info(root + "/f").protectionClass
+            XCTAssertEqual(try d.setClass(root + "/f", to: c), .rewrapped(from: from, generation: 1))
+            XCTAssertEqual(try d.files.info(root + "/f").protectionClass, c)
+            XCTAssertEqual(try d.files.read(root + "/f"), data)
+        }
+        let after = try readBytes(root + "/f")
+        XCTAssertEqual(Array(after[176...]), Array(before[176...]), "contents must not be re-encrypted")
+        XCTAssertEqual(try d.setClass(root + "/f", to: .complete), .unchanged)
+        try d.lock()
+        assertProtectionError([.locked]) { _ = try d.setClass(self.root + "/f", to: .none) }
+    }
+}

@@ -1,0 +1,188 @@
+function __dpctl_should_offer_completions_for_flags_or_options -a expected_commands
+    set -l non_repeating_flags_or_options $argv[2..]
+    set -l non_repeating_flags_or_options_absent 0
+    set -l positional_index 0
+    set -l commands
+    __dpctl_parse_tokens
+    test "$commands" = "$expected_commands"; and return $non_repeating_flags_or_options_absent
+end
+
+function __dpctl_should_offer_completions_for_positional -a expected_commands positional_index_comparison expected_positional_index
+    set -l non_repeating_flags_or_options
+    set -l non_repeating_flags_or_options_absent 0
+    set -l positional_index 0
+    set -l commands
+    __dpctl_parse_tokens
+    test "$commands" = "$expected_commands" -a \( "$positional_index" "$positional_index_comparison" "$expected_positional_index" \)
+end
+
+function __dpctl_parse_tokens -S
+    set -l unparsed_tokens (__dpctl_tokens -pc)
+    switch $unparsed_tokens[1]
+    case 'dpctl'
+        __dpctl_parse_subcommand 0 'h/help'
+        switch $unparsed_tokens[1]
+        case 'init'
+            __dpctl_parse_subcommand 0 'home=' 'passphrase-fd=' 'passphrase-file=' 'kdf-ops=' 'kdf-mem-mib=' 'kdf-target-ms=' 'kdf-preset=' 'h/help'
+        case 'unlock'
+            __dpctl_parse_subcommand 0 'home=' 'passphrase-fd=' 'passphrase-file=' 'timeout=' 'h/help'
+        case 'lock'
+            __dpctl_parse_subcommand 0 'home=' 'evict-all' 'grace=' 'h/help'
+        case 'status'
+            __dpctl_parse_subcommand 0 'home=' 'json' 'h/help'
+        case 'passwd'
+            __dpctl_parse_subcommand 0 'home=' 'passphrase-fd=' 'passphrase-file=' 'new-passphrase-fd=' 'new-passphrase-file=' 'kdf-ops=' 'kdf-mem-mib=' 'kdf-target-ms=' 'kdf-preset=' 'h/help'
+        case 'recover'
+            __dpctl_parse_subcommand 0 'home=' 'recovery-key-fd=' 'recovery-key-file=' 'new-passphrase-fd=' 'new-passphrase-file=' 'kdf-ops=' 'kdf-mem-mib=' 'kdf-target-ms=' 'kdf-preset=' 'h/help'
+        case 'rotate'
+            __dpctl_parse_subcommand -r 1 'home=' 'passphrase-fd=' 'passphrase-file=' 'class=' 'h/help'
+        case 'wipe'
+            __dpctl_parse_subcommand 0 'home=' 'yes' 'h/help'
+        case 'put'
+            __dpctl_parse_subcommand 1 'home=' 'class=' 'from=' 'h/help'
+        case 'cat'
+            __dpctl_parse_subcommand -r 1 'home=' 'h/help'
+        case 'ls'
+            __dpctl_parse_subcommand -r 1 'home=' 'json' 'h/help'
+        case 'protect'
+            __dpctl_parse_subcommand -r 1 'home=' 'class=' 'h/help'
+        case 'unprotect'
+            __dpctl_parse_subcommand -r 1 'home=' 'h/help'
+        case 'set-class'
+            __dpctl_parse_subcommand -r 1 'home=' 'class=' 'h/help'
+        case 'help'
+            __dpctl_parse_subcommand -r 1 
+        end
+    end
+end
+
+function __dpctl_tokens
+    if test (string split -m 1 -f 1 -- . "$FISH_VERSION") -gt 3
+        commandline --tokens-raw $argv
+    else
+        commandline -o $argv
+    end
+end
+
+function __dpctl_parse_subcommand -S -a positional_count
+    argparse -s r -- $argv
+    set -l option_specs $argv[2..]
+    set -l is_repeating_positional $_flag_r
+    set -el _flag_r
+    set -a commands $unparsed_tokens[1]
+    set positional_index 0
+    while true
+        set -e unparsed_tokens[1]
+        argparse -sn "$commands" $option_specs -- $unparsed_tokens 2> /dev/null
+        set unparsed_tokens $argv
+        set positional_index (math $positional_index + 1)
+        for non_repeating_flag_or_option in $non_repeating_flags_or_options
+            if set -ql "_flag_$(string replace -a - _ -- $non_repeating_flag_or_option)"
+                set non_repeating_flags_or_options_absent 1
+                break
+            end
+        end
+        test (count $unparsed_tokens) -eq 0 -o \( -z "$is_repeating_positional" -a "$positional_index" -gt "$positional_count" \) && break
+    end
+end
+
+function __dpctl_complete_directories
+    set -l token (commandline -t)
+    string match -- '*/' $token
+    set -l subdirs $token*/
+    printf %s\n $subdirs
+end
+
+function __dpctl_custom_completion
+    set -x SAP_SHELL fish
+    set -x SAP_SHELL_VERSION $FISH_VERSION
+    set -l tokens (__dpctl_tokens -p)
+    if test -z "$(__dpctl_tokens -t)"
+        set -l index (count (__dpctl_tokens -pc))
+        set tokens $tokens[..$index] \'\' $tokens[(math $index + 1)..]
+    end
+    command $tokens[1] $argv $tokens
+end
+
+complete -c 'dpctl' -f
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'init' -d 'Create a protection domain: device secret, class keys, keybag. Prints the recovery key once.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'unlock' -d 'Unlock the domain: the passphrase\'s class keys go into the kernel keyring.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'lock' -d 'Lock the domain: remove classes complete and completeUnlessOpen from the keyring.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'status' -d 'Show the lock state of each class, the auto-lock deadline and the keyring key ids.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'passwd' -d 'Change the passphrase (rewraps the class keys only: the same cost for 10 or 10,000 files).'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'recover' -d 'Restore access with the recovery key: sets a new passphrase and a new device secret.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'rotate' -d 'Rotate a class key: new generation, per-file keys rewrapped header by header (contents are not re-encrypted).'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'wipe' -d 'Crypto-shred the domain: destroy its keybag and device secret so every protected file is unreadable at once.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'put' -d 'Write standard input (or --from FILE) to a protected file, atomically.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'cat' -d 'Write the plaintext of protected files to standard output.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'ls' -d 'List protected files: class, plaintext size, key generation (no key needed).'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'protect' -d 'Convert ordinary files (or whole trees) into protected files in place, each atomically.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'unprotect' -d 'Convert protected files (or whole trees) back into ordinary files in place, each atomically.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'set-class' -d 'Move protected files to another class by rewrapping their per-file keys (headers only).'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'help' -d 'Show subcommand help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this file descriptor (up to the first newline).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" passphrase-file' -l 'passphrase-file' -d 'Read the passphrase from this file (first line).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" kdf-ops' -l 'kdf-ops' -d 'Argon2id passes (default: 3).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" kdf-mem-mib' -l 'kdf-mem-mib' -d 'Argon2id memory in MiB (default: calibrated so unlocking takes about --kdf-target-ms).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" kdf-target-ms' -l 'kdf-target-ms' -d 'Calibration target for unlocking, in milliseconds.' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" kdf-preset' -l 'kdf-preset' -d 'A fixed preset instead of calibration: interactive, moderate, sensitive, or minimum (tests only: no protection against guessing).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl unlock" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl unlock" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this file descriptor (up to the first newline).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl unlock" passphrase-file' -l 'passphrase-file' -d 'Read the passphrase from this file (first line).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl unlock" timeout' -l 'timeout' -d 'Lock again automatically after this long: 90, 90s, 15m, 2h.' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl unlock" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl lock" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl lock" evict-all' -l 'evict-all' -d 'Also remove completeUntilFirstUserAuthentication (the analogue of a reboot).'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl lock" grace' -l 'grace' -d 'Tell running apps `willLock` first and lock when this many seconds have passed (Apple waits about 10).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl lock" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl status" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl status" json' -l 'json' -d 'Print JSON for scripts.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl status" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this file descriptor (up to the first newline).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" passphrase-file' -l 'passphrase-file' -d 'Read the passphrase from this file (first line).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" new-passphrase-fd' -l 'new-passphrase-fd' -d 'Read the new passphrase from this file descriptor (may equal --passphrase-fd: one line each).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" new-passphrase-file' -l 'new-passphrase-file' -d 'Read the new passphrase from this file (first line).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" kdf-ops' -l 'kdf-ops' -d 'Argon2id passes (default: 3).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" kdf-mem-mib' -l 'kdf-mem-mib' -d 'Argon2id memory in MiB (default: calibrated so unlocking takes about --kdf-target-ms).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" kdf-target-ms' -l 'kdf-target-ms' -d 'Calibration target for unlocking, in milliseconds.' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" kdf-preset' -l 'kdf-preset' -d 'A fixed preset instead of calibration: interactive, moderate, sensitive, or minimum (tests only: no protection against guessing).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl passwd" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" recovery-key-fd' -l 'recovery-key-fd' -d 'Read the recovery key from this file descriptor.' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" recovery-key-file' -l 'recovery-key-file' -d 'Read the recovery key from this file.' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" new-passphrase-fd' -l 'new-passphrase-fd' -d 'Read the new passphrase from this file descriptor (may equal --passphrase-fd: one line each).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" new-passphrase-file' -l 'new-passphrase-file' -d 'Read the new passphrase from this file (first line).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" kdf-ops' -l 'kdf-ops' -d 'Argon2id passes (default: 3).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" kdf-mem-mib' -l 'kdf-mem-mib' -d 'Argon2id memory in MiB (default: calibrated so unlocking takes about --kdf-target-ms).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" kdf-target-ms' -l 'kdf-target-ms' -d 'Calibration target for unlocking, in milliseconds.' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" kdf-preset' -l 'kdf-preset' -d 'A fixed preset instead of calibration: interactive, moderate, sensitive, or minimum (tests only: no protection against guessing).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl recover" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl rotate" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl rotate" passphrase-fd' -l 'passphrase-fd' -d 'Read the passphrase from this file descriptor (up to the first newline).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl rotate" passphrase-file' -l 'passphrase-file' -d 'Read the passphrase from this file (first line).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl rotate" class' -l 'class' -d 'The class to rotate (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).' -rfka 'complete completeUnlessOpen completeUntilFirstUserAuthentication none'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl rotate" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl wipe" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl wipe" yes' -l 'yes' -d 'Do not ask for confirmation.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl wipe" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl put" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl put" class' -l 'class' -d 'Protection class (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).' -rfka 'complete completeUnlessOpen completeUntilFirstUserAuthentication none'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl put" from' -l 'from' -d 'Read the plaintext from this file instead of standard input.' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl put" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl cat" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl cat" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl ls" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl ls" json' -l 'json' -d 'Print JSON for scripts.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl ls" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl protect" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl protect" class' -l 'class' -d 'Protection class for the converted files.' -rfka 'complete completeUnlessOpen completeUntilFirstUserAuthentication none'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl protect" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl unprotect" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl unprotect" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl set-class" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl set-class" class' -l 'class' -d 'The new protection class.' -rfka 'complete completeUnlessOpen completeUntilFirstUserAuthentication none'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl set-class" h help' -s 'h' -l 'help' -d 'Show help information.'

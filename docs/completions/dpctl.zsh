@@ -1,0 +1,298 @@
+#compdef dpctl
+
+__dpctl_complete() {
+    local -ar non_empty_completions=("${@:#(|:*)}")
+    local -ar empty_completions=("${(M)@:#(|:*)}")
+    _describe -V '' non_empty_completions -- empty_completions -P $'\'\''
+}
+
+__dpctl_custom_complete() {
+    local -a completions
+    completions=("${(@f)"$("${command_name}" "${@}" "${command_line[@]}")"}")
+    if [[ "${#completions[@]}" -gt 1 ]]; then
+        __dpctl_complete "${completions[@]:0:-1}"
+    fi
+}
+
+__dpctl_cursor_index_in_current_word() {
+    if [[ -z "${QIPREFIX}${IPREFIX}${PREFIX}" ]]; then
+        printf 0
+    else
+        printf %s "${#${(z)LBUFFER}[-1]}"
+    fi
+}
+
+_dpctl() {
+    emulate -RL zsh -G
+    setopt extendedglob nullglob numericglobsort
+    unsetopt aliases banghist
+
+    local -xr SAP_SHELL=zsh
+    local -x SAP_SHELL_VERSION
+    SAP_SHELL_VERSION="$(builtin emulate zsh -c 'printf %s "${ZSH_VERSION}"')"
+    local -r SAP_SHELL_VERSION
+
+    local context state state_descr line
+    local -A opt_args
+
+    local -r command_name="${words[1]}"
+    local -ar command_line=("${words[@]}")
+    local -ir current_word_index="$((CURRENT - 1))"
+
+    local -i ret=1
+    local -ar arg_specs=(
+        '(-h --help)'{-h,--help}'[Show help information.]'
+        '(-): :->command'
+        '(-)*:: :->arg'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+    case "${state}" in
+    command)
+        local -ar subcommands=(
+            'init:Create a protection domain: device secret, class keys, keybag. Prints the recovery key once.'
+            'unlock:Unlock the domain: the passphrase'\''s class keys go into the kernel keyring.'
+            'lock:Lock the domain: remove classes complete and completeUnlessOpen from the keyring.'
+            'status:Show the lock state of each class, the auto-lock deadline and the keyring key ids.'
+            'passwd:Change the passphrase (rewraps the class keys only: the same cost for 10 or 10,000 files).'
+            'recover:Restore access with the recovery key: sets a new passphrase and a new device secret.'
+            'rotate:Rotate a class key: new generation, per-file keys rewrapped header by header (contents are not re-encrypted).'
+            'wipe:Crypto-shred the domain: destroy its keybag and device secret so every protected file is unreadable at once.'
+            'put:Write standard input (or --from FILE) to a protected file, atomically.'
+            'cat:Write the plaintext of protected files to standard output.'
+            'ls:List protected files: class, plaintext size, key generation (no key needed).'
+            'protect:Convert ordinary files (or whole trees) into protected files in place, each atomically.'
+            'unprotect:Convert protected files (or whole trees) back into ordinary files in place, each atomically.'
+            'set-class:Move protected files to another class by rewrapping their per-file keys (headers only).'
+            'help:Show subcommand help information.'
+        )
+        _describe -V subcommand subcommands && ret=0
+        ;;
+    arg)
+        case "${words[1]}" in
+        init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|help)
+            "_dpctl_${words[1]}" && ret=0
+            ;;
+        esac
+        ;;
+    esac
+
+    return "${ret}"
+}
+
+_dpctl_init() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
+        '--passphrase-file[Read the passphrase from this file (first line).]:path:'
+        '--kdf-ops[Argon2id passes (default\: 3).]:n:'
+        '--kdf-mem-mib[Argon2id memory in MiB (default\: calibrated so unlocking takes about --kdf-target-ms).]:mib:'
+        '--kdf-target-ms[Calibration target for unlocking, in milliseconds.]:ms:'
+        '--kdf-preset[A fixed preset instead of calibration\: interactive, moderate, sensitive, or minimum (tests only\: no protection against guessing).]:name:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_unlock() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
+        '--passphrase-file[Read the passphrase from this file (first line).]:path:'
+        '--timeout[Lock again automatically after this long\: 90, 90s, 15m, 2h.]:duration:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_lock() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--evict-all[Also remove completeUntilFirstUserAuthentication (the analogue of a reboot).]'
+        '--grace[Tell running apps `willLock` first and lock when this many seconds have passed (Apple waits about 10).]:seconds:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_status() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--json[Print JSON for scripts.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_passwd() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
+        '--passphrase-file[Read the passphrase from this file (first line).]:path:'
+        '--new-passphrase-fd[Read the new passphrase from this file descriptor (may equal --passphrase-fd\: one line each).]:n:'
+        '--new-passphrase-file[Read the new passphrase from this file (first line).]:path:'
+        '--kdf-ops[Argon2id passes (default\: 3).]:n:'
+        '--kdf-mem-mib[Argon2id memory in MiB (default\: calibrated so unlocking takes about --kdf-target-ms).]:mib:'
+        '--kdf-target-ms[Calibration target for unlocking, in milliseconds.]:ms:'
+        '--kdf-preset[A fixed preset instead of calibration\: interactive, moderate, sensitive, or minimum (tests only\: no protection against guessing).]:name:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_recover() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--recovery-key-fd[Read the recovery key from this file descriptor.]:n:'
+        '--recovery-key-file[Read the recovery key from this file.]:path:'
+        '--new-passphrase-fd[Read the new passphrase from this file descriptor (may equal --passphrase-fd\: one line each).]:n:'
+        '--new-passphrase-file[Read the new passphrase from this file (first line).]:path:'
+        '--kdf-ops[Argon2id passes (default\: 3).]:n:'
+        '--kdf-mem-mib[Argon2id memory in MiB (default\: calibrated so unlocking takes about --kdf-target-ms).]:mib:'
+        '--kdf-target-ms[Calibration target for unlocking, in milliseconds.]:ms:'
+        '--kdf-preset[A fixed preset instead of calibration\: interactive, moderate, sensitive, or minimum (tests only\: no protection against guessing).]:name:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_rotate() {
+    local -i ret=1
+    local -ar ___class=('complete' 'completeUnlessOpen' 'completeUntilFirstUserAuthentication' 'none')
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
+        '--passphrase-file[Read the passphrase from this file (first line).]:path:'
+        '--class[The class to rotate (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).]:class:{__dpctl_complete "${___class[@]}"}'
+        '*:paths:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_wipe() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--yes[Do not ask for confirmation.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_put() {
+    local -i ret=1
+    local -ar ___class=('complete' 'completeUnlessOpen' 'completeUntilFirstUserAuthentication' 'none')
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--class[Protection class (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).]:class:{__dpctl_complete "${___class[@]}"}'
+        '--from[Read the plaintext from this file instead of standard input.]:path:'
+        ':path:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_cat() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '*:paths:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_ls() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--json[Print JSON for scripts.]'
+        '*:paths:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_protect() {
+    local -i ret=1
+    local -ar ___class=('complete' 'completeUnlessOpen' 'completeUntilFirstUserAuthentication' 'none')
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--class[Protection class for the converted files.]:class:{__dpctl_complete "${___class[@]}"}'
+        '*:paths:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_unprotect() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '*:paths:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_set-class() {
+    local -i ret=1
+    local -ar ___class=('complete' 'completeUnlessOpen' 'completeUntilFirstUserAuthentication' 'none')
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--class[The new protection class.]:class:{__dpctl_complete "${___class[@]}"}'
+        '*:paths:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_help() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '*:subcommands:'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+if [[ "${funcstack[1]}" = _dpctl ]]; then
+    _dpctl "${@}"
+else
+    compdef _dpctl dpctl
+fi
