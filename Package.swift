@@ -43,7 +43,7 @@ let package = Package(
             name: "keyring-probe",
             dependencies: ["KernelKeyring", "CKeyutils", .product(name: "Logging", package: "swift-log")]),
         // NSFileCoordinator-style coordination; independent of the encryption.
-        .target(name: "FileCoordination", dependencies: ["CShims"]),
+        .target(name: "FileCoordination", dependencies: ["CShims"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
@@ -55,6 +55,8 @@ let package = Package(
         .executableTarget(name: "dp-keybench", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"]),
         // Holds a container in use from another process (ContainerPurgeTests).
         .executableTarget(name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"]),
+        // A real process for FileCoordination's cross-process tests and benchmarks.
+        .executableTarget(name: "coordination-worker", dependencies: ["FileCoordination", "CShims"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -77,11 +79,11 @@ let package = Package(
         .testTarget(
             name: "KernelKeyringTests",
             dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination"]),
+        .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker"]),
         .testTarget(
             name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "container-hold"],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
-        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring"]),
+        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "dpctl", "dp-example-service"]),
     ]
 )

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 const int dp_F_OFD_GETLK = F_OFD_GETLK;
@@ -69,18 +70,21 @@ int dp_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
     return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
-static int fill_addr(struct sockaddr_un *a, const char *path) {
-    memset(a, 0, sizeof(*a));
-    a->sun_family = AF_UNIX;
-    size_t n = strlen(path);
-    if (n >= sizeof(a->sun_path)) { errno = ENAMETOOLONG; return -1; }
-    memcpy(a->sun_path, path, n + 1);
+static int dp_unix_address(const char *path, struct sockaddr_un *address) {
+    memset(address, 0, sizeof(*address));
+    address->sun_family = AF_UNIX;
+    size_t length = strlen(path);
+    if (length >= sizeof(address->sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(address->sun_path, path, length);
     return 0;
 }
 
 int dp_unix_dgram_bind(const char *path) {
     struct sockaddr_un a;
-    if (fill_addr(&a, path) != 0) return -1;
+    if (dp_unix_address(path, &a) != 0) return -1;
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) { int e = errno; close(fd); errno = e; return -1; }
@@ -89,7 +93,7 @@ int dp_unix_dgram_bind(const char *path) {
 
 long dp_unix_dgram_send(int fd, const char *path, const void *buf, unsigned long len) {
     struct sockaddr_un a;
-    if (fill_addr(&a, path) != 0) return -1;
+    if (dp_unix_address(path, &a) != 0) return -1;
     ssize_t n;
     do { n = sendto(fd, buf, len, MSG_NOSIGNAL, (struct sockaddr *)&a, sizeof(a)); } while (n < 0 && errno == EINTR);
     return (long)n;
@@ -116,3 +120,61 @@ long dp_unix_dgram_recv(int fd, void *buf, unsigned long cap, int timeout_ms, ch
 }
 
 int dp_syncfs(int fd) { return syncfs(fd); }
+int dp_statfs_type(const char *path, int64_t *out_type) {
+    struct statfs st;
+    int rc = statfs(path, &st);
+    if (rc == 0 && out_type != NULL) {
+        *out_type = (int64_t)st.f_type;
+    }
+    return rc;
+}
+
+int64_t dp_atomic_fetch_add_i64(int64_t *address, int64_t value) {
+    return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST);
+}
+
+
+int dp_unix_listen(const char *path, int backlog) {
+    struct sockaddr_un address;
+    if (dp_unix_address(path, &address) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (bind(fd, (struct sockaddr *)&address, sizeof(address)) != 0 || listen(fd, backlog) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int dp_unix_connect(const char *path) {
+    struct sockaddr_un address;
+    if (dp_unix_address(path, &address) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int dp_poll_readable(int fd, int timeout_ms) {
+    struct pollfd entry = {.fd = fd, .events = POLLIN, .revents = 0};
+    int rc;
+    do {
+        rc = poll(&entry, 1, timeout_ms);
+    } while (rc < 0 && errno == EINTR);
+    return rc;
+}
+
+int dp_accept(int listener) {
+    int fd;
+    do {
+        fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    return fd;
+}

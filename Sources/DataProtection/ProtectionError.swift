@@ -46,6 +46,8 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         case keyringUnavailable
         /// A file or directory holding secrets is readable or writable by others; the message names the `chmod` fix.
         case insecurePermissions
+        /// File coordination did not grant access (timed out, would deadlock, cancelled).
+        case coordinationFailed
         /// A system call failed with this errno.
         case io(Int32)
     }
@@ -71,6 +73,15 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
     func about(_ path: String, _ action: String) -> ProtectionError {
         guard self.path == nil else { return self }
         return ProtectionError(code, "unable to \(action) '\(path)': \(message)", path: path, underlying: underlying)
+    }
+
+    /// The same error told about `path` instead of a temporary file standing in for it:
+    /// "unable to <action> '<path>': <reason>" (the cause stays in `underlying`).
+    func retargeted(_ path: String, _ action: String) -> ProtectionError {
+        guard let p = self.path, p != path else { return self }
+        var reason = message
+        if let r = message.firstRange(of: "'\(p)': ") { reason = String(message[r.upperBound...]) }
+        return ProtectionError(code, "unable to \(action) '\(path)': \(reason)", path: path, underlying: underlying ?? self)
     }
 
     /// Wraps an errno from a system call on `path`.

@@ -21,6 +21,7 @@ enum Exit: Int32, CaseIterable {
     case unsupported = 76
     case wrongPassphrase = 77
     case insecurePermissions = 78
+    case busy = 79
 
     var meaning: String {
         switch self {
@@ -36,6 +37,7 @@ enum Exit: Int32, CaseIterable {
         case .unsupported: "written by a newer version, or a cipher this CPU lacks"
         case .wrongPassphrase: "wrong passphrase or recovery key"
         case .insecurePermissions: "a secret's file or directory is accessible to others; the message gives the chmod"
+        case .busy: "another process held the file (file coordination) past the timeout; try again"
         }
     }
 
@@ -52,6 +54,7 @@ enum Exit: Int32, CaseIterable {
         case .wrongPassphrase: self = .wrongPassphrase
         case .keyringUnavailable: self = .keyringUnavailable
         case .insecurePermissions: self = .insecurePermissions
+        case .coordinationFailed: self = .busy
         @unknown default: self = .io
         }
     }
@@ -103,6 +106,7 @@ enum Failure {
         case .notFound: return nil
         case .corruptKeybag: return "restore the keybag from a backup, or rebuild it: `dpctl\(h) recover`"
         case .authenticationFailed, .corruptHeader: return "restore the file from a backup"
+        case .coordinationFailed: return "another program is reading or writing the file through file coordination; try again when it is done"
         default: return nil
         }
     }

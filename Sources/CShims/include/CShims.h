@@ -61,6 +61,25 @@ int dp_available_cpus(void);
 /// syncfs(2): commits every file system buffer of the file system holding `fd`.
 int dp_syncfs(int fd);
 
+/// statfs(2) of `path`: stores the filesystem magic (f_type) in `out_type`.
+int dp_statfs_type(const char *path, int64_t *out_type);
+
+/// Signed fetch-add on shared memory (see the atomics above).
+int64_t dp_atomic_fetch_add_i64(int64_t *address, int64_t value);
+
+/// A listening Unix stream socket bound at `path` (close-on-exec); -1 and errno on failure
+/// (ENAMETOOLONG when `path` does not fit in sockaddr_un).
+int dp_unix_listen(const char *path, int backlog);
+
+/// A Unix stream socket connected to `path` (close-on-exec); -1 and errno on failure.
+int dp_unix_connect(const char *path);
+
+/// accept4(2) with SOCK_CLOEXEC, retrying on EINTR; -1 and errno on failure.
+int dp_accept(int listener);
+
+/// poll(2) for readability of one descriptor: 1 readable (or hung up), 0 timeout, -1 error.
+int dp_poll_readable(int fd, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,3 +1,4 @@
+import FileCoordination
 import KernelKeyring
 import Logging
 import ProtectionCrypto
@@ -37,7 +38,12 @@ public final class ProtectionDomain: Sendable {
         case .inProcess: store = ProcessKeyStore()
         }
         liveLock = try LiveLock(domainID: "\(bag.domainID)")
-        files = ProtectedFiles(keys: DomainClassKeys(cache: cache, store: store), options: fileOptions, liveLock: liveLock, io: io)
+        let coordinator: FileCoordinator
+        do throws(CoordinationError) { coordinator = FileCoordinator(domain: try CoordinationDomain.machineWide()) } catch {
+            throw ProtectionError(.coordinationFailed, "unable to set up file coordination: \(error.message)", underlying: error)
+        }
+        files = ProtectedFiles(
+            keys: DomainClassKeys(cache: cache, store: store), options: fileOptions, liveLock: liveLock, coordinator: coordinator, io: io)
     }
 
     /// Whether a keybag exists at `location`.

@@ -28,6 +28,10 @@ extension ProtectedFiles {
     /// over `path` and fsyncs the directory. On any failure the protected file is untouched.
     /// - Throws: `.locked`, `.authenticationFailed` (nothing is replaced), `.notProtected`, `.io`.
     public func unprotectInPlace(_ path: String) throws(ProtectionError) {
+        try coordinated(path, writing: true) { () throws(ProtectionError) in try unprotectNow(path) }
+    }
+
+    private func unprotectNow(_ path: String) throws(ProtectionError) {
         let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
         let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
         let fd: Int32

@@ -1,4 +1,6 @@
+import FileCoordination
 import ProtectionCrypto
+import struct Foundation.URL
 
 #if canImport(Glibc)
 import Glibc
@@ -46,6 +48,10 @@ public final class ProtectedFiles: Sendable {
     public let options: ProtectedFileOptions
     /// The domain's live lock, when attached: handles then observe `lock` in every process.
     public let liveLock: LiveLock?
+    /// When set, whole-file writes take a coordinated `forReplacing` write of the file and
+    /// whole-file reads a coordinated read, so other coordinated readers and writers (in any
+    /// process) never see a half-done replacement.
+    public let coordinator: FileCoordinator?
     let io: any FileIO
 
     /// - Parameters:
@@ -54,11 +60,32 @@ public final class ProtectedFiles: Sendable {
     ///   - liveLock: the domain's live lock; with it, open `complete` handles fail and wipe
     ///     their keys when any process locks the domain.
     ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
-    public init(keys: any ClassKeyProvider, options: ProtectedFileOptions = .init(), liveLock: LiveLock? = nil, io: any FileIO = SystemFileIO()) {
+    ///   - coordinator: coordinates whole-file reads and writes with other readers and writers.
+    public init(
+        keys: any ClassKeyProvider, options: ProtectedFileOptions = .init(), liveLock: LiveLock? = nil,
+        coordinator: FileCoordinator? = nil, io: any FileIO = SystemFileIO()
+    ) {
         self.keys = keys
         self.options = options
         self.liveLock = liveLock
+        self.coordinator = coordinator
         self.io = io
+    }
+
+    /// Runs `body` under a coordinated read (or `forReplacing` write) of `path` when a coordinator is set.
+    func coordinated<R>(_ path: String, writing: Bool, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
+        guard let coordinator else { return try body() }
+        let url = URL(fileURLWithPath: path)
+        do {
+            if writing { return try coordinator.coordinate(writingItemAt: url, options: .forReplacing) { _ in try body() } }
+            return try coordinator.coordinate(readingItemAt: url) { _ in try body() }
+        } catch let e as ProtectionError {
+            throw e
+        } catch let e as CoordinationError {
+            throw ProtectionError(.coordinationFailed, "unable to \(writing ? "write" : "read") '\(path)': \(e.message)", path: path, underlying: e)
+        } catch {
+            throw ProtectionError(.io(EIO), "unable to \(writing ? "write" : "read") '\(path)': \(error)", path: path)
+        }
     }
 
     /// Builds a handle and registers it with the live lock, closing the race with a concurrent `lock`.
@@ -121,6 +148,10 @@ public final class ProtectedFiles: Sendable {
     /// Reads the whole plaintext of `path`.
     /// - Throws: `.locked`, `.authenticationFailed`, `.notProtected`, `.notFound`, `.io`.
     public func read(_ path: String) throws(ProtectionError) -> [UInt8] {
+        try coordinated(path, writing: false) { () throws(ProtectionError) in try readWhole(path) }
+    }
+
+    private func readWhole(_ path: String) throws(ProtectionError) -> [UInt8] {
         let h = try open(path)
         defer { h.close() }
         let size = try h.size
@@ -130,6 +161,10 @@ public final class ProtectedFiles: Sendable {
 
     /// Reads the whole plaintext of `path` and writes it to `destination` (a file descriptor), in O(chunk) memory.
     public func read(_ path: String, into destination: Int32) throws(ProtectionError) {
+        try coordinated(path, writing: false) { () throws(ProtectionError) in try stream(path, into: destination) }
+    }
+
+    private func stream(_ path: String, into destination: Int32) throws(ProtectionError) {
         let h = try open(path)
         defer { h.close() }
         let cap = ProtectedFileHandle.batchChunks(chunkSize: h.chunkSize) * h.chunkSize
@@ -289,9 +324,14 @@ public final class ProtectedFiles: Sendable {
 
     /// Writes a new protected file to a temporary name beside `path`, then renames it over `path`.
     func replace(_ path: String, protection: ProtectionClass, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
+        try coordinated(path, writing: true) { () throws(ProtectionError) in try replaceNow(path, protection: protection, fill: fill) }
+    }
+
+    private func replaceNow(_ path: String, protection: ProtectionClass, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
         let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
         let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
-        let h = try create(tmp, protection: protection, reportedAs: path)
+        let h: ProtectedFileHandle
+        do throws(ProtectionError) { h = try create(tmp, protection: protection, reportedAs: path) } catch { throw error.retargeted(path, "write") }
         do throws(ProtectionError) {
             try fill(h)
             try h.sync()
@@ -304,7 +344,7 @@ public final class ProtectedFiles: Sendable {
         } catch {
             h.close()
             try? io.unlink(tmp)
-            throw error.about(path, "write")
+            throw error.retargeted(path, "write").about(path, "write")
         }
     }
 }

@@ -1,1 +1,0 @@
-// FileCoordination module: under construction.

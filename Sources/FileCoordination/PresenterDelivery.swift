@@ -1,0 +1,154 @@
+// Delivering one batch of presenter messages with a deadline, and running reacquirers exactly once.
+internal import CShims
+internal import Glibc
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Where a message goes: a registration of this process, or a presenter process.
+enum PresenterEndpoint: Sendable {
+    case local(PresenterRegistration)
+    /// A presenter process; `queue` is this process's serial queue for that peer, so the messages
+    /// of one access (relinquish, reacquire, did-change) and of later accesses arrive in order.
+    case remote(RemotePeer, presentedPath: String, queue: DispatchQueue)
+
+    /// Identifies the endpoint within one coordination.
+    var key: String {
+        switch self {
+        case .local(let registration): "l\(registration.id)"
+        case .remote(let peer, let path, _): "r\(peer.id)\(path)"
+        }
+    }
+}
+
+/// Reacquirers collected from relinquish callbacks; each runs exactly once, even if it arrives late.
+final class ReacquirerList: Sendable {
+    private let state = Mutex<(finished: Bool, pending: [@Sendable () -> Void])>((false, []))
+
+    /// Adds a reacquirer to run on `queue`; runs it at once if the access has already ended.
+    func add(_ reacquire: @escaping @Sendable () -> Void, on queue: DispatchQueue?) {
+        let job: @Sendable () -> Void = { if let queue { queue.async(execute: reacquire) } else { reacquire() } }
+        let runNow = state.withLock { state -> Bool in
+            if state.finished { return true }
+            state.pending.append(job)
+            return false
+        }
+        if runNow { job() }
+    }
+
+    /// Ends the access: runs every reacquirer collected so far, and later ones as they arrive.
+    func runAll() {
+        let jobs = state.withLock { state in
+            state.finished = true
+            let jobs = state.pending
+            state.pending = []
+            return jobs
+        }
+        for job in jobs { job() }
+    }
+}
+
+/// Sends one batch of messages in parallel and waits for the replies until a deadline.
+final class PresenterDelivery: Sendable {
+    let reacquirers = ReacquirerList()
+    private let group = DispatchGroup()
+    /// Endpoints whose awaited reply has not come yet.
+    private let unanswered = Mutex<Set<String>>([])
+
+    /// The endpoints that did not answer in time (read after waiting): skipped for the rest of the coordination.
+    var missed: Set<String> { unanswered.withLock { $0 } }
+
+    /// Starts delivering `message` to `endpoint`.
+    /// - Parameter deadline: for remote endpoints, how long the socket exchange may take.
+    func send(_ message: PresenterMessage, to endpoint: PresenterEndpoint, deadline: Duration, onUnreachable: @escaping @Sendable (RemotePeer) -> Void) {
+        let reacquirers = self.reacquirers
+        let key = endpoint.key
+        if message.awaitsReply { unanswered.withLock { _ = $0.insert(key) } }
+        let answered: @Sendable () -> Void = { [self] in _ = unanswered.withLock { $0.remove(key) } }
+        switch endpoint {
+        case .local(let registration):
+            if message.awaitsReply { group.enter() }
+            let group = self.group
+            registration.queue.async {
+                if let reacquire = message.deliver(to: registration) { reacquirers.add(reacquire, on: registration.queue) }
+                if message.holdsAccess { reacquirers.add(PresenterMessage.endOfAccess(for: registration), on: nil) }
+                if message.awaitsReply {
+                    answered()
+                    group.leave()
+                }
+            }
+        case .remote(let peer, let path, let queue):
+            if message.awaitsReply { group.enter() }
+            let group = self.group
+            queue.async {
+                let outcome = RemoteCall.exchange(message, presentedPath: path, peer: peer, deadline: deadline)
+                switch outcome {
+                case .unreachable: onUnreachable(peer)
+                case .answered(let connection?):
+                    reacquirers.add({ RemoteCall.reacquire(connection, deadline: deadline) }, on: queue)
+                    answered()
+                case .answered(nil): answered()
+                case .timedOut: break
+                }
+                if message.awaitsReply { group.leave() }
+            }
+        }
+    }
+
+    /// Blocks until every awaited reply arrived or `deadline` passed.
+    func waitBlocking(deadline: Duration) {
+        _ = group.wait(timeout: .now() + .nanoseconds(Int(clamping: deadline.nanoseconds)))
+    }
+
+    /// Suspends until every awaited reply arrived or `deadline` passed; blocks no thread.
+    func wait(deadline: Duration) async {
+        let once = Atomic<Bool>(false)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resume: @Sendable () -> Void = {
+                if !once.exchange(true, ordering: .acquiringAndReleasing) { continuation.resume() }
+            }
+            group.notify(queue: .global(), execute: resume)
+            DispatchQueue.global().asyncAfter(
+                deadline: .now() + .nanoseconds(Int(clamping: deadline.nanoseconds)), execute: resume)
+        }
+    }
+}
+
+/// The requesting side of one socket exchange with a presenter process.
+enum RemoteCall {
+    enum Outcome {
+        /// The peer answered; for a relinquish, the open connection that is the access's lease.
+        case answered(Int32?)
+        case timedOut
+        case unreachable
+    }
+
+    static func exchange(_ message: PresenterMessage, presentedPath: String, peer: RemotePeer, deadline: Duration) -> Outcome {
+        let fd = dp_unix_connect(peer.socketPath)
+        guard fd >= 0 else { return .unreachable }
+        let line = message.wireLine(presentedPath: presentedPath)
+        let sent = line.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        guard sent == line.utf8.count else {
+            _ = Glibc.close(fd)
+            return .unreachable
+        }
+        var reader = LineReader(fd: fd)
+        let milliseconds = Int32(clamping: deadline.nanoseconds / 1_000_000)
+        guard reader.next(timeoutMS: milliseconds) == "ok" else {
+            _ = Glibc.close(fd)
+            return .timedOut
+        }
+        if message.holdsAccess { return .answered(fd) }
+        _ = Glibc.close(fd)
+        return .answered(nil)
+    }
+
+    /// Ends a relinquish lease: the presenter queues its reacquirers, then acknowledges (so later
+    /// messages to it, sent after this returns, reach its presenters after the reacquirers).
+    static func reacquire(_ fd: Int32, deadline: Duration) {
+        _ = "reacquire\n".withCString { send(fd, $0, 10, Int32(MSG_NOSIGNAL)) }
+        var reader = LineReader(fd: fd)
+        _ = reader.next(timeoutMS: Int32(clamping: deadline.nanoseconds / 1_000_000))
+        _ = Glibc.close(fd)
+    }
+}
