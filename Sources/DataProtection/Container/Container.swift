@@ -1,3 +1,4 @@
+import FileCoordination
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -20,10 +21,15 @@ public final class Container: Sendable {
     /// The default classes of this container's directories.
     public let policy: ContainerPolicy
     /// The protected-file layer confined to this container: paths are relative to `root`.
+    ///
+    /// It does not coordinate; the container's own `write`, `read`, `removeItem`
+    /// and `moveItem` do, with `coordinator`'s domain.
     public let files: ProtectedFiles
     let confinement: Confinement
     let inUse: InUseLock
     let directories: [FileIdentity: ContainerDirectory]
+    /// Coordinates whole-file reads, writes, moves and deletes with other processes.
+    let coordinator: FileCoordinator
 
     /// How to open a container.
     public struct OpenOptions: Sendable {
@@ -35,11 +41,17 @@ public final class Container: Sendable {
         public var trustedBundleKey: Ed25519PublicKey?
         /// Empty `tmp/` at open when no other process holds the container.
         public var clearsTemporaryDirectory: Bool
+        /// Which file coordination whole-file operations take part in.
+        public var coordination: ContainerCoordination
         /// The I/O seam under the confinement.
         public var io: any FileIO
 
-        public init(fileOptions: ProtectedFileOptions = .init(), liveLock: LiveLock? = nil, trustedBundleKey: Ed25519PublicKey? = nil, clearsTemporaryDirectory: Bool = false, io: any FileIO = SystemFileIO()) {
+        public init(
+            fileOptions: ProtectedFileOptions = .init(), liveLock: LiveLock? = nil, trustedBundleKey: Ed25519PublicKey? = nil,
+            clearsTemporaryDirectory: Bool = false, coordination: ContainerCoordination = .machineWide, io: any FileIO = SystemFileIO()
+        ) {
             self.fileOptions = fileOptions
+            self.coordination = coordination
             self.liveLock = liveLock
             self.trustedBundleKey = trustedBundleKey
             self.clearsTemporaryDirectory = clearsTemporaryDirectory
@@ -106,6 +118,7 @@ public final class Container: Sendable {
         self.confinement = c
         self.directories = ids
         self.policy = policy
+        self.coordinator = try options.coordination.coordinator(root: absolute)
         self.inUse = try InUseLock.shared(c, exclusiveFirst: options.clearsTemporaryDirectory ? { () throws(ProtectionError) in try Purge.clear(.temporary, in: c) } : nil)
         self.files = ProtectedFiles(keys: keys, options: options.fileOptions, liveLock: options.liveLock, io: ConfinedFileIO(confinement: c, base: options.io))
     }
@@ -126,12 +139,16 @@ public final class Container: Sendable {
     /// - Throws: `.readOnly` in the bundle, Inbox or Preferences; `.escapesContainer`; what `ProtectedFiles.write` throws.
     public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass? = nil) throws(ProtectionError) {
         let c = try protectionForNewFile(path, protection, "write")
-        do throws(ProtectionError) { try files.write(bytes, to: path, protection: c) } catch { throw error.inContainer("write", path) }
+        try coordinated(path, .replacing, "write") { () throws(ProtectionError) in
+            do throws(ProtectionError) { try files.write(bytes, to: path, protection: c) } catch { throw error.inContainer("write", path) }
+        }
     }
 
     /// Reads the whole plaintext of the protected file at `path`.
     public func read(_ path: String) throws(ProtectionError) -> [UInt8] {
-        do throws(ProtectionError) { return try files.read(path) } catch { throw error.inContainer("read", path) }
+        try coordinated(path, .reading, "read") { () throws(ProtectionError) in
+            do throws(ProtectionError) { return try files.read(path) } catch { throw error.inContainer("read", path) }
+        }
     }
 
     /// Creates a new protected file at `path` and opens it for writing.
@@ -176,14 +193,18 @@ public final class Container: Sendable {
         if directories[FileIdentity(st)] != nil {
             throw ProtectionError(.invalidArgument, "unable to remove '\(path)': it is a standard directory of the container; remove what is inside it instead", path: path)
         }
-        do throws(SystemError) { try confinement.removeTree(path) } catch { throw .container(error.errno, "remove", path) }
+        try coordinated(path, .deleting, "remove") { () throws(ProtectionError) in
+            do throws(SystemError) { try confinement.removeTree(path) } catch { throw .container(error.errno, "remove", path) }
+        }
     }
 
     /// Moves the item at `source` to `destination` (which must not exist), both inside the container.
     public func moveItem(from source: String, to destination: String) throws(ProtectionError) {
         _ = try checkWritable(source, "move", deleting: true)
         _ = try checkWritable(destination, "move an item to")
-        do throws(SystemError) { try confinement.rename(source, to: destination, replacing: false) } catch { throw .container(error.errno, "move", source) }
+        try coordinatedMove(source, destination) { () throws(ProtectionError) in
+            do throws(SystemError) { try confinement.rename(source, to: destination, replacing: false) } catch { throw .container(error.errno, "move", source) }
+        }
     }
 
     /// Moves an item out of `Documents/Inbox/` so it can be edited, to `destination` (default `Documents/<name>`).

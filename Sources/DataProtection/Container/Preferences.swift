@@ -19,7 +19,9 @@ public indirect enum PreferenceValue: Sendable, Equatable {
 ///
 /// Stored as one protected file, `<name>.prefs`, of the Preferences directory's
 /// default class; every change is a read-modify-write under an exclusive OFD
-/// lock on `.<name>.lock`, saved with the file layer's atomic, durable write.
+/// lock on `.<name>.lock`, saved with the file layer's atomic, durable write
+/// inside a coordinated write (reads are coordinated reads), so presenters and
+/// other coordinated readers see whole saves only.
 /// Each operation opens its own lock descriptor, so threads of one process
 /// exclude each other exactly as processes do. Reads take the lock shared and
 /// decrypt the file each time: no plaintext copy outlives an operation, so
@@ -61,7 +63,9 @@ public final class Preferences: Sendable {
             var values = try load()
             change(&values)
             let bytes = PreferenceCoding.encode(values)
-            try container.files.write(bytes, to: path, protection: container.policy.defaultClass(for: .preferences))
+            try container.coordinated(path, .replacing, "save") { () throws(ProtectionError) in
+                try container.files.write(bytes, to: path, protection: container.policy.defaultClass(for: .preferences))
+            }
         }
     }
 
@@ -110,7 +114,9 @@ public final class Preferences: Sendable {
     /// The saved values; none before the first save.
     private func load() throws(ProtectionError) -> [String: PreferenceValue] {
         let bytes: [UInt8]
-        do throws(ProtectionError) { bytes = try container.files.read(path) } catch {
+        do throws(ProtectionError) {
+            bytes = try container.coordinated(path, .reading, "read") { () throws(ProtectionError) in try container.files.read(path) }
+        } catch {
             if error.code == .notFound { return [:] }
             throw error.inContainer("read", path)
         }

@@ -19,11 +19,14 @@ public struct PurgeOptions: Sendable {
     public var waitIfInUse: Bool
     /// The purgeable directories to purge (tmp and Caches by default).
     public var directories: [ContainerDirectory]
+    /// The file coordination whose readers and writers protect an item from purge.
+    public var coordination: ContainerCoordination
 
-    public init(target: Target = .all, waitIfInUse: Bool = false, directories: [ContainerDirectory] = [.temporary, .caches]) {
+    public init(target: Target = .all, waitIfInUse: Bool = false, directories: [ContainerDirectory] = [.temporary, .caches], coordination: ContainerCoordination = .machineWide) {
         self.target = target
         self.waitIfInUse = waitIfInUse
         self.directories = directories
+        self.coordination = coordination
     }
 }
 
@@ -50,8 +53,10 @@ public struct PurgeReport: Sendable, Equatable {
 ///
 /// Purge takes the container's in-use lock exclusive, so it cannot run while
 /// any process has the container open. Within the lock it still leaves any
-/// file that is open for writing through the container layer (it carries a
-/// shared OFD lock, probed here). `CACHEDIR.TAG` is kept.
+/// item under coordinated access (each delete is a coordinated `forDeleting`
+/// write that gives up at once) and any file open for writing through the
+/// container layer (it carries a shared OFD lock, probed here).
+/// `CACHEDIR.TAG` is kept.
 public enum Purge {
     /// Purges the container at `root`.
     /// - Throws: `.notFound`, `.escapesContainer`, `.io` (the report of a partial purge is lost; rerun it).
@@ -83,16 +88,16 @@ public enum Purge {
         candidates.sort { ($0.mtime.tv_sec, $0.mtime.tv_nsec, $0.path) < ($1.mtime.tv_sec, $1.mtime.tv_nsec, $1.path) }
         for item in candidates {
             if case .untilFreeBytes(let want) = options.target, freeBytes(c) > want { break }
-            do throws(SystemError) {
-                if item.isFile, try isBeingWritten(c, item.path) {
-                    report.skippedBusy.append(item.path)
-                    continue
-                }
-                try c.remove(item.path)
-                report.removed.append((item.path, item.size))
-            } catch where error.errno == ENOENT {
+            let busy: Bool
+            do throws(SystemError) { busy = item.isFile ? try isBeingWritten(c, item.path) : false } catch where error.errno == ENOENT {
                 continue  // gone meanwhile
             } catch { throw .container(error.errno, "purge", item.path) }
+            let removed = busy ? false : try removeUncontended(c, item.path, coordination: options.coordination)
+            if !removed {
+                report.skippedBusy.append(item.path)
+                continue
+            }
+            report.removed.append((item.path, item.size))
         }
         for d in options.directories where d.isPurgeable { removeEmptyDirectories(c, d.relativePath) }
         report.freeBytesAfter = freeBytes(c)
