@@ -1,3 +1,4 @@
+import FileCoordination
 import Foundation
 import Synchronization
 @testable import DataProtection
@@ -108,6 +109,46 @@ final class ContainerPurgeTests: XCTestCase {
         XCTAssertEqual(try Purge.run(containerAt: root).removed.map(\.path), ["Library/Caches/live.bin"])
     }
 
+    func testPurgeNeverRemovesAnItemUnderCoordinatedAccessInAnotherProcess() throws {
+        let (c, _, root) = try makeContainer(self)
+        try c.write(Array("busy".utf8), to: "Library/Caches/busy.bin")
+        try c.write(Array("idle".utf8), to: "Library/Caches/idle.bin")
+        c.close()
+        // Another process writes busy.bin under coordination (the container-root domain, as both sides choose).
+        let writer = try Holder(try builtProduct("coordination-worker"), ["hold", "--root", root, "--item", "Library/Caches/busy.bin", "--mode", "write"], ready: "held")
+        let options = PurgeOptions(coordination: .containerRoot)
+        let first = try Purge.run(containerAt: root, options: options)
+        XCTAssertEqual(first.skippedBusy, ["Library/Caches/busy.bin"])
+        XCTAssertEqual(first.removed.map(\.path), ["Library/Caches/idle.bin"])
+        XCTAssertTrue(exists(root, "Library/Caches/busy.bin"))
+        try writer.release()
+        XCTAssertEqual(try Purge.run(containerAt: root, options: options).removed.map(\.path), ["Library/Caches/busy.bin"])
+        XCTAssertFalse(try BackupPolicy.plan(containerAt: root).contains { $0.path == ".coordination" && $0.isIncluded }, "the lock directory is never backed up")
+    }
+
+    func testPurgeNeverRemovesAnItemWhileACoordinatedWriteOfItRuns() throws {
+        let (c, _, root) = try makeContainer(self)
+        try c.write(Array("busy".utf8), to: "tmp/busy.bin")
+        c.close()
+        // A coordinated write in progress on another thread, in the machine-wide domain purge uses by default.
+        let coordinator = FileCoordinator(domain: try CoordinationDomain.machineWide())
+        let inside = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? coordinator.coordinate(writingItemAt: URL(fileURLWithPath: root + "/tmp/busy.bin")) { _ in
+                inside.signal()
+                release.wait()
+            }
+            done.signal()
+        }
+        inside.wait()
+        let report = try Purge.run(containerAt: root)
+        XCTAssertEqual(report.skippedBusy, ["tmp/busy.bin"])
+        XCTAssertTrue(exists(root, "tmp/busy.bin"))
+        release.signal()
+        done.wait()
+        XCTAssertEqual(try Purge.run(containerAt: root).removed.map(\.path), ["tmp/busy.bin"])
+    }
+
     func testAContainerClearsItsOwnTmpAtLaunchOnlyWhenNoOneElseHoldsIt() throws {
         let (first, keys, root) = try makeContainer(self)
         try first.write(Array("t".utf8), to: "tmp/t1")
@@ -126,25 +167,29 @@ final class ContainerPurgeTests: XCTestCase {
     }
 }
 
-/// A `container-hold` process holding a container in use until released.
+/// A live process holding something (a container in use, a coordinated access) until released.
 final class Holder {
     let process = Process()
     let input = Pipe()
 
-    init(root: String, writing file: String? = nil) throws {
-        let exe = try builtProduct("container-hold")
-        process.executableURL = URL(fileURLWithPath: exe)
-        process.arguments = [root] + (file.map { [$0] } ?? [])
+    /// `container-hold <root>`: holds the container in use.
+    convenience init(root: String) throws {
+        try self.init(try builtProduct("container-hold"), [root], ready: "holding")
+    }
+
+    /// Starts `executable` and waits for its first output line to be `ready`.
+    init(_ executable: String, _ arguments: [String], ready: String) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
         let out = Pipe()
         process.standardInput = input
         process.standardOutput = out
         try process.run()
-        // Its first line says the container (and file) are open.
         var line = Data()
         while let b = try out.fileHandleForReading.read(upToCount: 1), !b.isEmpty, b != Data("\n".utf8) { line += b }
-        guard String(decoding: line, as: UTF8.self) == "holding" else {
+        guard String(decoding: line, as: UTF8.self) == ready else {
             process.terminate()
-            throw ProtectionError(.io(EIO), "container-hold did not start: '\(String(decoding: line, as: UTF8.self))'")
+            throw ProtectionError(.io(EIO), "\(executable) did not start: '\(String(decoding: line, as: UTF8.self))'")
         }
     }
 
