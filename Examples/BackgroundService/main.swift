@@ -96,10 +96,12 @@ final class Journal: Sendable {
 }
 
 /// The bytes of version `v` of `name`: a header line, then a pattern only that version has.
+/// (Deterministic across processes, so a checker can recompute it: FNV-1a of the name, not `hashValue`.)
 func contents(_ name: String, _ v: Int) -> [UInt8] {
     var b = Array("file=\(name) version=\(v)\n".utf8)
     let n = 1000 + (v * 7919) % 30_000
-    var x = UInt32(truncatingIfNeeded: v &* 2_654_435_761) ^ UInt32(truncatingIfNeeded: name.hashValue)
+    let fnv = name.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }
+    var x = UInt32(truncatingIfNeeded: v &* 2_654_435_761) ^ fnv
     b.reserveCapacity(b.count + n)
     for _ in 0..<n { x = x &* 1_103_515_245 &+ 12345; b.append(UInt8(truncatingIfNeeded: x >> 16)) }
     return b
@@ -190,15 +192,20 @@ do {
     let files = domain.files
     guard let live = files.liveLock else { throw ProtectionError(.invalidArgument, "the domain has no live lock") }
     let journal = Journal(path: options.log)
-    let events = live.onEvent { journal.note("\($0)") }
     try FileManager.default.createDirectory(atPath: options.work, withIntermediateDirectories: true)
     // Extra complete handles held open (for lock-latency and key-residue measurements).
-    var held: [ProtectedFileHandle] = []
+    var heldHandles: [ProtectedFileHandle] = []
     for i in 0..<options.hold {
         let p = "\(options.work)/held-\(getpid())-\(i)"
         let h = try files.create(p, protection: .complete)
         try h.write(Array("held \(i)".utf8), at: 0)
-        held.append(h)
+        heldHandles.append(h)
+    }
+    let held = heldHandles
+    // After an unlock, use the held handles again, as an app resuming work would: each gets its keys back.
+    let events = live.onEvent { event in
+        journal.note("\(event)")
+        if case .didUnlock = event { for h in held { _ = try? h.read(at: 0, count: 1) } }
     }
     if let ready = options.ready { FileManager.default.createFile(atPath: ready, contents: Data("\(getpid())\n".utf8)) }
     let deadline = nowNanos() + UInt64(options.seconds * 1e9)
@@ -212,6 +219,8 @@ do {
             group.addTask { await openLogTask(files, journal, "\(options.work)/log-\(tag)-B", until: deadline, stopping: stopping) }
         }
     }
+    // With no background tasks (--tasks-per-class 0) the service only holds its handles until told to stop.
+    while nowNanos() < deadline && !stopping.isSet { usleep(10_000) }
     events.cancel()
     for h in held { h.close() }
     let summary = "summary ok=\(journal.ok.load(ordering: .relaxed)) locked=\(journal.locked.load(ordering: .relaxed)) violations=\(journal.violations.load(ordering: .relaxed)) errors=\(journal.errors.load(ordering: .relaxed))"

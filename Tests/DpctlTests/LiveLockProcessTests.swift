@@ -1,0 +1,103 @@
+import Foundation
+@testable import DataProtection
+import ProtectionCrypto
+import XCTest
+
+/// Lock while work is running, across real processes: the example service
+/// (`Examples/BackgroundService`) works in several processes while `dpctl lock` and
+/// `dpctl unlock` run from outside.
+final class LiveLockProcessTests: DpctlTestCase {
+    struct Op { var op: String, cls: String, file: String, v: Int, start: UInt64, end: UInt64, result: String }
+
+    func monotonicNanos() -> UInt64 {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
+    }
+
+    /// The service's deterministic contents of version `v` of `name` (Examples/BackgroundService).
+    func contents(_ name: String, _ v: Int) -> [UInt8] {
+        var b = Array("file=\(name) version=\(v)\n".utf8)
+        let n = 1000 + (v * 7919) % 30_000
+        let fnv = name.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }
+        var x = UInt32(truncatingIfNeeded: v &* 2_654_435_761) ^ fnv
+        for _ in 0..<n { x = x &* 1_103_515_245 &+ 12345; b.append(UInt8(truncatingIfNeeded: x >> 16)) }
+        return b
+    }
+
+    func startServices(_ count: Int, work: String, seconds: Int, extra: [String] = []) throws -> [(Process, String)] {
+        let service = try builtProduct("dp-example-service")
+        var out: [(Process, String)] = []
+        for i in 0..<count {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: service)
+            let log = "\(dir)/service-\(i).log", ready = "\(dir)/service-\(i).ready"
+            p.arguments = ["--work", work, "--seconds", "\(seconds)", "--log", log, "--ready", ready] + extra
+            p.environment = environment
+            p.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+            try p.run()
+            out.append((p, log))
+            XCTAssertTrue(eventually(within: .seconds(30)) { FileManager.default.fileExists(atPath: ready) }, "service \(i) did not start")
+        }
+        return out
+    }
+
+    func parse(_ log: String) throws -> [Op] {
+        try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").compactMap { line in
+            guard let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let op = o["op"] as? String else { return nil }
+            return Op(op: op, cls: o["class"] as! String, file: o["file"] as! String, v: o["v"] as! Int,
+                      start: (o["start"] as! NSNumber).uint64Value, end: (o["end"] as! NSNumber).uint64Value, result: o["result"] as! String)
+        }
+    }
+
+    /// Several processes and tasks work on files of every class while another process locks
+    /// and unlocks many times: every operation succeeds with the right data or fails with
+    /// `locked`; no complete-class operation that starts after `lock` returned succeeds;
+    /// every file holds its last acknowledged contents; no process crashes.
+    func testTortureLockAndUnlockWhileServicesWork() throws {
+        _ = try initDomain()
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        let work = dir + "/work"
+        let services = try startServices(3, work: work, seconds: 120, extra: ["--tasks-per-class", "2"])
+        var lockedIntervals: [(UInt64, UInt64)] = []
+        let cycles = 12
+        for _ in 0..<cycles {
+            usleep(150_000)  // let the services work unlocked (workload shape, not synchronisation)
+            try ok(["lock"])
+            let lockedAt = monotonicNanos()
+            usleep(150_000)  // and locked
+            let unlockAt = monotonicNanos()
+            try ok(["unlock", "--passphrase-file", passphraseFile])
+            lockedIntervals.append((lockedAt, unlockAt))
+        }
+        for (p, _) in services { p.terminate() }
+        for (p, _) in services { p.waitUntilExit() }
+        var ops = 0, lockedErrors = 0, succeeded = 0, lastAck: [String: Int] = [:]
+        for (p, log) in services {
+            XCTAssertEqual(p.terminationReason, .exit, "a service crashed")
+            XCTAssertEqual(p.terminationStatus, 0, "a service reported a violation or an error (see \(log))")
+            for o in try parse(log) {
+                ops += 1
+                if o.result == "locked" { lockedErrors += 1 }
+                XCTAssertTrue(o.result == "ok" || o.result == "locked", "\(o.op) \(o.file): \(o.result)")
+                if o.result == "ok" {
+                    succeeded += 1
+                    if o.cls == "complete" {
+                        for (l, u) in lockedIntervals {
+                            XCTAssertFalse(o.start > l && o.start < u, "a complete-class \(o.op) of \(o.file) started after lock returned and succeeded")
+                        }
+                    }
+                    if o.op == "write" { lastAck[o.file] = max(lastAck[o.file] ?? 0, o.v) }
+                }
+            }
+        }
+        // After the last unlock every document holds its last acknowledged version.
+        for (file, v) in lastAck {
+            let r = try ok(["cat", "\(work)/\(file)"])
+            XCTAssertEqual([UInt8](r.stdout), contents(file, v), "\(file) does not hold its last acknowledged version \(v)")
+        }
+        XCTAssertGreaterThan(lockedErrors, cycles, "the services never met the lock")
+        XCTAssertGreaterThan(lastAck.count, 10)
+        print("live-lock torture: \(services.count) processes × 2 tasks per class, \(cycles) lock cycles, \(ops) operations (\(succeeded) ok, \(lockedErrors) locked), \(lastAck.count) files verified, 0 torn files, 0 crashes")
+    }
+}
