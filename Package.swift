@@ -50,9 +50,11 @@ let package = Package(
                 "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["Domain/README.md"]),
+            exclude: ["Domain/README.md", "Container/README.md"]),
         // Measures unlock, key fetch per open, passphrase change at 10 vs 10,000 files, rotation (BENCHMARKS.md).
         .executableTarget(name: "dp-keybench", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"]),
+        // Holds a container in use from another process (ContainerPurgeTests).
+        .executableTarget(name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"]),
         // A real process for FileCoordination's cross-process tests and benchmarks.
         .executableTarget(name: "coordination-worker", dependencies: ["FileCoordination", "CShims"]),
         .executableTarget(
@@ -79,7 +81,8 @@ let package = Package(
             dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker"]),
         .testTarget(
-            name: "DataProtectionTests", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"],
+            name: "DataProtectionTests",
+            dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker"],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "dpctl", "dp-example-service"]),

@@ -6,6 +6,7 @@
 #include <linux/openat2.h>
 #include <poll.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,6 +18,8 @@
 const int dp_F_OFD_GETLK = F_OFD_GETLK;
 const int dp_F_OFD_SETLK = F_OFD_SETLK;
 const int dp_F_OFD_SETLKW = F_OFD_SETLKW;
+
+const int dp_O_PATH = O_PATH;
 
 const uint64_t dp_RESOLVE_NO_XDEV = RESOLVE_NO_XDEV;
 const uint64_t dp_RESOLVE_NO_MAGICLINKS = RESOLVE_NO_MAGICLINKS;
@@ -41,6 +44,10 @@ int dp_fcntl_lock(int fd, int cmd, short type, short whence, int64_t start, int6
         *out_pid = (cmd == F_OFD_GETLK && fl.l_type == F_UNLCK) ? 0 : fl.l_pid;
     }
     return rc;
+}
+
+int dp_renameat_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, RENAME_NOREPLACE);
 }
 
 int dp_available_cpus(void) {

@@ -31,6 +31,13 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         case badHandle
         /// The file would exceed the format's maximum size.
         case fileTooLarge
+        /// A container path resolves outside the container (`..`, an absolute path, a symbolic
+        /// or magic link leaving it) or reaches a file with extra hard links.
+        case escapesContainer
+        /// The item is read-only through this API (the bundle, the Inbox, Preferences).
+        case readOnly
+        /// The container's sealed bundle does not match its signed manifest.
+        case bundleTampered
         /// The keybag is malformed or fails authentication.
         case corruptKeybag
         /// The passphrase or recovery key is wrong.

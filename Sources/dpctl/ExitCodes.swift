@@ -44,10 +44,10 @@ enum Exit: Int32, CaseIterable {
     /// The code for a library error.
     init(_ code: ProtectionError.Code) {
         switch code {
-        case .authenticationFailed, .corruptHeader, .corruptKeybag, .notProtected: self = .tampered
+        case .authenticationFailed, .corruptHeader, .corruptKeybag, .notProtected, .bundleTampered: self = .tampered
         case .unsupportedVersion, .unsupportedFeature, .unsupportedCipher: self = .unsupported
         case .locked: self = .locked
-        case .invalidArgument: self = .usage
+        case .invalidArgument, .escapesContainer, .readOnly: self = .usage
         case .notFound: self = .notFound
         case .alreadyExists: self = .alreadyExists
         case .badHandle, .fileTooLarge, .io: self = .io

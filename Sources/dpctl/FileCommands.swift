@@ -42,7 +42,7 @@ struct Cat: ParsableCommand {
 
 /// `dpctl ls`.
 struct List: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "ls", abstract: "List protected files: class, plaintext size, key generation (no key needed).")
+    static let configuration = CommandConfiguration(commandName: "ls", abstract: "List protected files: class, plaintext size, key generation, content type (no key needed).")
     @OptionGroup var domain: DomainOptions
     @Flag(help: "Print JSON for scripts.") var json = false
     @Argument(help: "Files or directories (default: the current directory).") var paths: [String] = ["."]
@@ -58,12 +58,17 @@ struct List: ParsableCommand {
             }
         }
         if json {
-            printJSON(rows.map { ["path": $0.0, "class": $0.1.protectionClass.name, "size": $0.1.plaintextSize, "generation": $0.1.classKeyGeneration, "cipher": "\($0.1.cipher)"] as [String: Any] })
+            printJSON(rows.map { ["path": $0.0, "class": $0.1.protectionClass.name, "size": $0.1.plaintextSize, "generation": $0.1.classKeyGeneration, "cipher": "\($0.1.cipher)", "type": Self.contentType($0.0)] as [String: Any] })
             return
         }
         for (p, i) in rows {
-            print("\(i.protectionClass.letter) \(i.protectionClass.name.padding(toLength: 37, withPad: " ", startingAt: 0)) \(String(i.plaintextSize).leftPadded(12)) gen \(i.classKeyGeneration)  \(p)")
+            print("\(i.protectionClass.letter) \(i.protectionClass.name.padding(toLength: 37, withPad: " ", startingAt: 0)) \(String(i.plaintextSize).leftPadded(12)) gen \(i.classKeyGeneration)  \(Self.contentType(p).padding(toLength: 24, withPad: " ", startingAt: 0)) \(p)")
         }
+    }
+
+    /// The uniform type of a file by its extension (`public.data` when unknown).
+    static func contentType(_ path: String) -> String {
+        ContentTypes.shared.type(forPath: path)?.identifier ?? "public.data"
     }
 }
 

@@ -173,13 +173,13 @@ _dpctl() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|help)
+    init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|backup-excludes|backup-list|purge|bundle|help)
         # Offer subcommand argument completions
         "_dpctl_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover rotate wipe put cat ls protect unprotect set-class help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover rotate wipe put cat ls protect unprotect set-class backup-excludes backup-list purge bundle help' -- "${cur}"))
         ;;
     esac
 }
@@ -492,6 +492,106 @@ _dpctl_set-class() {
         ;;
     '--class')
         __dpctl_add_completions -W 'complete'$'\n''completeUnlessOpen'$'\n''completeUntilFirstUserAuthentication'$'\n''none'
+        return
+        ;;
+    esac
+}
+
+_dpctl_backup-excludes() {
+    repeating_flags=()
+    non_repeating_flags=(-h --help)
+    repeating_options=()
+    non_repeating_options=(--format)
+    __dpctl_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--format')
+        __dpctl_add_completions -W 'restic'$'\n''borg'$'\n''rsync'$'\n''tar'
+        return
+        ;;
+    esac
+}
+
+_dpctl_backup-list() {
+    repeating_flags=()
+    non_repeating_flags=(--all -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __dpctl_offer_flags_options 1
+}
+
+_dpctl_purge() {
+    repeating_flags=()
+    non_repeating_flags=(--wait -h --help)
+    repeating_options=()
+    non_repeating_options=(--until-free)
+    __dpctl_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--until-free')
+        return
+        ;;
+    esac
+}
+
+_dpctl_bundle() {
+    repeating_flags=()
+    non_repeating_flags=(-h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __dpctl_offer_flags_options 0
+
+    # Offer subcommand / subcommand argument completions
+    local -r subcommand="${unparsed_words[0]}"
+    unset 'unparsed_words[0]'
+    unparsed_words=("${unparsed_words[@]}")
+    case "${subcommand}" in
+    keygen|seal|verify)
+        # Offer subcommand argument completions
+        "_dpctl_bundle_${subcommand}"
+        ;;
+    *)
+        # Offer subcommand completions
+        COMPREPLY+=($(compgen -W 'keygen seal verify' -- "${cur}"))
+        ;;
+    esac
+}
+
+_dpctl_bundle_keygen() {
+    repeating_flags=()
+    non_repeating_flags=(-h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __dpctl_offer_flags_options 1
+}
+
+_dpctl_bundle_seal() {
+    repeating_flags=()
+    non_repeating_flags=(-h --help)
+    repeating_options=()
+    non_repeating_options=(--key)
+    __dpctl_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--key')
+        return
+        ;;
+    esac
+}
+
+_dpctl_bundle_verify() {
+    repeating_flags=()
+    non_repeating_flags=(-h --help)
+    repeating_options=()
+    non_repeating_options=(--public-key)
+    __dpctl_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--public-key')
         return
         ;;
     esac

@@ -59,17 +59,21 @@ _dpctl() {
             'wipe:Crypto-shred the domain: destroy its keybag and device secret so every protected file is unreadable at once.'
             'put:Write standard input (or --from FILE) to a protected file, atomically.'
             'cat:Write the plaintext of protected files to standard output.'
-            'ls:List protected files: class, plaintext size, key generation (no key needed).'
+            'ls:List protected files: class, plaintext size, key generation, content type (no key needed).'
             'protect:Convert ordinary files (or whole trees) into protected files in place, each atomically.'
             'unprotect:Convert protected files (or whole trees) back into ordinary files in place, each atomically.'
             'set-class:Move protected files to another class by rewrapping their per-file keys (headers only).'
+            'backup-excludes:Print the exclude list of a container for restic, borg, rsync or GNU tar.'
+            'backup-list:Show what a backup of a container holds, with sizes (ciphertext bytes).'
+            'purge:Delete what containers hold in tmp and Library/Caches, oldest first.'
+            'bundle:Seal a container'\''s read-only bundle, and verify the seal.'
             'help:Show subcommand help information.'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
     arg)
         case "${words[1]}" in
-        init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|help)
+        init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|backup-excludes|backup-list|purge|bundle|help)
             "_dpctl_${words[1]}" && ret=0
             ;;
         esac
@@ -274,6 +278,108 @@ _dpctl_set-class() {
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--class[The new protection class.]:class:{__dpctl_complete "${___class[@]}"}'
         '*:paths:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_backup-excludes() {
+    local -i ret=1
+    local -ar ___format=('restic' 'borg' 'rsync' 'tar')
+    local -ar arg_specs=(
+        '--format[restic, borg, rsync or tar.]:format:{__dpctl_complete "${___format[@]}"}'
+        ':container:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_backup-list() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--all[Also show the items left out, with the reason.]'
+        ':container:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_purge() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--until-free[Stop once the filesystem has more than this free (e.g. 500M, 2G).]:size:'
+        '--wait[Wait for containers in use instead of skipping them.]'
+        '*:containers:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_bundle() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '(-h --help)'{-h,--help}'[Show help information.]'
+        '(-): :->command'
+        '(-)*:: :->arg'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+    case "${state}" in
+    command)
+        local -ar subcommands=(
+            'keygen:Make an Ed25519 signing key file (mode 0600); prints the public key.'
+            'seal:Hash every file of the bundle into a signed manifest and make the bundle read-only.'
+            'verify:Check the bundle against its seal; exits non-zero when it was tampered with.'
+        )
+        _describe -V subcommand subcommands && ret=0
+        ;;
+    arg)
+        case "${words[1]}" in
+        keygen|seal|verify)
+            "_dpctl_bundle_${words[1]}" && ret=0
+            ;;
+        esac
+        ;;
+    esac
+
+    return "${ret}"
+}
+
+_dpctl_bundle_keygen() {
+    local -i ret=1
+    local -ar arg_specs=(
+        ':key-file:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_bundle_seal() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--key[The signing key file (from `dpctl bundle keygen`).]:file:'
+        ':container:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_bundle_verify() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--public-key[The signer'\''s public key (64 hex digits) to trust.]:hex:'
+        ':container:'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/xattr.h> /* getxattr/setxattr family (not in Swift's Glibc module) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,6 +17,9 @@ extern "C" {
 extern const int dp_F_OFD_GETLK;
 extern const int dp_F_OFD_SETLK;
 extern const int dp_F_OFD_SETLKW;
+
+/// O_PATH (glibc hides it without _GNU_SOURCE).
+extern const int dp_O_PATH;
 
 /// RESOLVE_* flags for openat2(2).
 extern const uint64_t dp_RESOLVE_NO_XDEV;
@@ -47,6 +51,9 @@ long dp_unix_dgram_send(int fd, const char *path, const void *buf, unsigned long
 /// returns its length, 0 on timeout, -1 and errno on failure. The sender's path
 /// (if bound) is copied to `from` (NUL-terminated, at most 108 bytes).
 long dp_unix_dgram_recv(int fd, void *buf, unsigned long cap, int timeout_ms, char *from);
+
+/// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST instead of replacing `newpath`.
+int dp_renameat_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 
 /// CPUs this process may run on (sched_getaffinity + CPU_COUNT); at least 1.
 int dp_available_cpus(void);

@@ -337,6 +337,7 @@ public final class ProtectedFiles: Sendable {
             try h.sync()
             h.close()
             do throws(SystemError) {
+                try io.copyUserAttributes(from: path, to: tmp)
                 try io.rename(tmp, to: path)
                 try io.syncDirectory(of: path)
             } catch { throw ProtectionError.errno(error.errno, "replace", path) }

@@ -28,6 +28,10 @@ public protocol FileIO: Sendable {
     func rename(_ from: String, to: String) throws(SystemError)
     /// `unlink(2)`.
     func unlink(_ path: String) throws(SystemError)
+    /// Copies the `user.*` extended attributes of `source` (when it exists) to `destination`,
+    /// so an atomic replace keeps them (e.g. the container's exclude-from-backup flag).
+    /// The default implementation is in FileIO+Attributes.swift.
+    func copyUserAttributes(from source: String, to destination: String) throws(SystemError)
 }
 
 /// An errno from a system call.

@@ -1,0 +1,57 @@
+internal import CShims
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The file layer's I/O seam with every path taken relative to a container root and resolved beneath it.
+///
+/// `ProtectedFiles` built on it writes, renames and unlinks only inside the
+/// container, including its atomic replace's temporary file and directory
+/// fsync. Descriptor calls go to `base` unchanged.
+struct ConfinedFileIO: FileIO {
+    let confinement: Confinement
+    let base: any FileIO
+
+    /// Opens beneath the root; a descriptor opened for writing also takes a shared OFD lock on the file,
+    /// the "being written" mark `purge` probes for, released when the descriptor closes.
+    func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+        let fd = try confinement.open(path, flags: flags, mode: mode)
+        if flags & O_ACCMODE != O_RDONLY, flags & O_DIRECTORY == 0 {
+            _ = dp_fcntl_lock(fd, dp_F_OFD_SETLK, Int16(F_RDLCK), Int16(SEEK_SET), 0, 0, nil)
+        }
+        return fd
+    }
+
+    func close(_ fd: Int32) { base.close(fd) }
+
+    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        try base.pread(fd, into: buffer, at: offset)
+    }
+
+    func pwrite(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        try base.pwrite(fd, from: buffer, at: offset)
+    }
+
+    func fsync(_ fd: Int32) throws(SystemError) { try base.fsync(fd) }
+
+    func ftruncate(_ fd: Int32, to size: Int64) throws(SystemError) { try base.ftruncate(fd, to: size) }
+
+    func size(_ fd: Int32) throws(SystemError) -> Int64 { try base.size(fd) }
+
+    func rename(_ from: String, to: String) throws(SystemError) { try confinement.rename(from, to: to, replacing: true) }
+
+    func unlink(_ path: String) throws(SystemError) { try confinement.remove(path) }
+
+    /// Copies `user.*` attributes between two files opened beneath the root (a missing source copies nothing).
+    func copyUserAttributes(from source: String, to destination: String) throws(SystemError) {
+        let src: Int32
+        do throws(SystemError) { src = try confinement.open(source, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch where error.errno == ENOENT || error.errno == ELOOP {
+            return  // a new file, or a symbolic link the replace will overwrite: nothing to keep
+        }
+        defer { Glibc.close(src) }
+        let dst = try confinement.open(destination, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        defer { Glibc.close(dst) }
+        try ExtendedAttributes.copyUserAttributes(from: src, to: dst)
+    }
+}

@@ -1,0 +1,74 @@
+internal import CShims
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension FileIO {
+    /// Copies the `user.*` extended attributes of `source` to `destination` by path, without following symbolic links.
+    ///
+    /// A missing `source` (a new file), a `source` that is a symbolic link, or
+    /// a filesystem without extended attributes copies nothing; any other
+    /// failure throws, so an atomic replace never silently drops a flag such
+    /// as exclude-from-backup.
+    public func copyUserAttributes(from source: String, to destination: String) throws(SystemError) {
+        let src = Glibc.open(source, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        if src < 0 && (errno == ENOENT || errno == ELOOP) { return }  // a new file, or a link the replace overwrites
+        guard src >= 0 else { throw SystemError(errno) }
+        defer { Glibc.close(src) }
+        let dst = Glibc.open(destination, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard dst >= 0 else { throw SystemError(errno) }
+        defer { Glibc.close(dst) }
+        try ExtendedAttributes.copyUserAttributes(from: src, to: dst)
+    }
+}
+
+/// Buffer handling for the `*xattr` calls, whichever form (path, link, descriptor) they take.
+enum ExtendedAttributes {
+    /// Copies the `user.*` attributes of the open file `src` to the open file `dst` (nothing where unsupported).
+    static func copyUserAttributes(from src: Int32, to dst: Int32) throws(SystemError) {
+        let names: [String]
+        do throws(SystemError) { names = try ExtendedAttributes.names { flistxattr(src, $0, $1) } } catch where error.errno == ENOTSUP {
+            return
+        }
+        for name in names where name.hasPrefix("user.") {
+            guard let value = try ExtendedAttributes.value({ fgetxattr(src, name, $0, $1) }) else { continue }
+            let rc = value.withUnsafeBytes { fsetxattr(dst, name, $0.baseAddress, $0.count, 0) }
+            guard rc == 0 else { throw SystemError(errno) }
+        }
+    }
+
+    /// The value of attribute `name` of `path` (not following a final link); nil when absent.
+    static func value(of name: String, at path: String) throws(SystemError) -> [UInt8]? {
+        try value { lgetxattr(path, name, $0, $1) }
+    }
+
+    /// The attribute names a `listxattr`-style call returns (`call(buffer, size)`).
+    static func names(_ call: (UnsafeMutablePointer<CChar>?, Int) -> Int) throws(SystemError) -> [String] {
+        while true {
+            let size = call(nil, 0)
+            guard size >= 0 else { throw SystemError(errno) }
+            if size == 0 { return [] }
+            var buffer = [CChar](repeating: 0, count: size)
+            let got = buffer.withUnsafeMutableBufferPointer { call($0.baseAddress, size) }
+            if got < 0 && errno == ERANGE { continue }  // grew in between
+            guard got >= 0 else { throw SystemError(errno) }
+            return buffer[..<got].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        }
+    }
+
+    /// The value a `getxattr`-style call returns, or nil when the attribute is absent (ENODATA).
+    static func value(_ call: (UnsafeMutableRawPointer?, Int) -> Int) throws(SystemError) -> [UInt8]? {
+        while true {
+            let size = call(nil, 0)
+            if size < 0 && errno == ENODATA { return nil }
+            guard size >= 0 else { throw SystemError(errno) }
+            var buffer = [UInt8](repeating: 0, count: size)
+            let got = buffer.withUnsafeMutableBytes { call($0.baseAddress, size) }
+            if got < 0 && errno == ERANGE { continue }
+            if got < 0 && errno == ENODATA { return nil }
+            guard got >= 0 else { throw SystemError(errno) }
+            return Array(buffer[..<got])
+        }
+    }
+}

@@ -1,0 +1,53 @@
+// Opens a container and holds it in use until standard input closes: the "live process" of the purge tests.
+//
+// Usage: container-hold <container root> [<file to keep open for writing>]
+//        container-hold <container root> increment <preferences key> <count>
+// Prints "holding" once the container is open (and the file, if named, is created and open).
+// The increment form adds 1 to an integer preference <count> times, each a separate locked update;
+// it reads the container's class-C key (generation 1, 64 hex digits) from standard input first.
+import DataProtection
+import ProtectionCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes `s` to a descriptor unbuffered.
+func emit(_ fd: Int32, _ s: String) { _ = s.withCString { write(fd, $0, strlen($0)) } }
+
+let args = CommandLine.arguments
+guard args.count >= 2 else {
+    emit(2, "usage: container-hold <container root> [<file to keep open for writing>]\n")
+    exit(64)
+}
+do {
+    if args.count == 5, args[2] == "increment", let n = Int(args[4]) {
+        var hex = [UInt8](repeating: 0, count: 64)
+        guard read(0, &hex, 64) == 64 else { emit(2, "container-hold: expected the class key on standard input\n"); exit(64) }
+        let key = try (0..<32).map { i -> UInt8 in
+            guard let b = UInt8(String(decoding: hex[2 * i..<2 * i + 2], as: UTF8.self), radix: 16) else { throw ProtectionError(.invalidArgument, "bad key digit") }
+            return b
+        }
+        let secret = try key.withUnsafeBytes { SharedSecret(try SecretBytes(copying: $0)) }
+        let keys = InMemoryClassKeys([ClassKey(.completeUntilFirstUserAuthentication, generation: 1, secret: secret)])
+        let container = try Container(at: args[1], keys: keys)
+        let prefs = try container.preferences()
+        for _ in 0..<n {
+            try prefs.update { values in
+                if case .integer(let v)? = values[args[3]] { values[args[3]] = .integer(v + 1) } else { values[args[3]] = .integer(1) }
+            }
+        }
+        container.close()
+        exit(0)
+    }
+    let container = try Container(at: args[1], keys: try InMemoryClassKeys.random())
+    let handle = try args.count > 2 ? container.create(args[2]) : nil
+    emit(1, "holding\n")
+    var byte: UInt8 = 0
+    while read(0, &byte, 1) > 0 {}
+    handle?.close()
+    container.close()
+} catch {
+    emit(2, "container-hold: error: \(error)\n")
+    exit(1)
+}
