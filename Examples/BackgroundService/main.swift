@@ -113,7 +113,7 @@ func documentTask(_ files: ProtectedFiles, _ live: LiveLock, _ journal: Journal,
     let name = (path as NSString).lastPathComponent
     var acked = 0  // last acknowledged version (0: none yet)
     var next = 1
-    while nowNanos() < deadline && !stopping.isSet {
+    while nowNanos() < deadline && !stopping.isSet && !Task.isCancelled {
         let start = nowNanos()
         do {
             try files.write(contents(name, next), to: path, protection: cls)
@@ -209,7 +209,8 @@ do {
     }
     if let ready = options.ready { FileManager.default.createFile(atPath: ready, contents: Data("\(getpid())\n".utf8)) }
     let deadline = nowNanos() + UInt64(options.seconds * 1e9)
-    await withTaskGroup(of: Void.self) { group in
+    let work = Task {
+      await withTaskGroup(of: Void.self) { group in
         for t in 0..<options.tasks {
             let tag = "\(getpid())-\(t)"
             for cls in [ProtectionClass.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication, .none] {
@@ -218,9 +219,13 @@ do {
             }
             group.addTask { await openLogTask(files, journal, "\(options.work)/log-\(tag)-B", until: deadline, stopping: stopping) }
         }
+      }
     }
-    // With no background tasks (--tasks-per-class 0) the service only holds its handles until told to stop.
-    while nowNanos() < deadline && !stopping.isSet { usleep(10_000) }
+    // Stop (SIGTERM/SIGINT or the deadline) cancels every task, including one waiting for an unlock;
+    // with no background tasks (--tasks-per-class 0) the service just holds its handles until then.
+    while nowNanos() < deadline && !stopping.isSet { try? await Task.sleep(for: .milliseconds(20)) }
+    work.cancel()
+    await work.value
     events.cancel()
     for h in held { h.close() }
     let summary = "summary ok=\(journal.ok.load(ordering: .relaxed)) locked=\(journal.locked.load(ordering: .relaxed)) violations=\(journal.violations.load(ordering: .relaxed)) errors=\(journal.errors.load(ordering: .relaxed))"

@@ -107,7 +107,8 @@ final class LiveLockProcessTests: DpctlTestCase {
 final class KeyResidueTests: DpctlTestCase {
     /// Every readable mapping of process `pid`, read through /proc/PID/mem (root, or ptrace rights, needed).
     func memory(of pid: Int32) throws -> [[UInt8]] {
-        let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+        // /proc files report size 0, and String(contentsOfFile:) stops early on them: read to the end.
+        let maps = String(decoding: try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/\(pid)/maps")).readToEnd() ?? Data(), as: UTF8.self)
         let fd = open("/proc/\(pid)/mem", O_RDONLY)
         guard fd >= 0 else { throw XCTSkip("cannot read /proc/\(pid)/mem (errno \(errno)): this test needs root or ptrace rights") }
         defer { close(fd) }
