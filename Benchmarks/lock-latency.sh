@@ -14,7 +14,7 @@ bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d); trap 'pkill -f "dp-example-service --work $work" || true; rm -rf "$work"' EXIT
 export DATAPROTECTION_HOME=$work/home DATAPROTECTION_DEVICE_DIR=$work/devices DATAPROTECTION_KEYRING=session
 printf 'benchmark passphrase\n' > "$work/pw"
-"$bin/dpctl" init --passphrase-file "$work/pw" --kdf-preset interactive >/dev/null
+"$bin/dpctl" init --passphrase-file "$work/pw" --kdf-preset interactive >/dev/null 2>&1
 "$bin/dpctl" unlock --passphrase-file "$work/pw" 2>/dev/null
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "| open complete handles (4 processes) | lock, all processes acknowledged (median ms) | \`dpctl lock\` whole process (median ms) | processes acknowledging |"
