@@ -86,7 +86,7 @@ func protectedRead() throws -> Double {
         off += Int64(n)
     }
     h.close()
-    precondition(off == Int64(total), "read \(off) of \(total) bytes")
+    guard off == Int64(total) else { throw ProtectionError(.io(EIO), "the benchmark read \(off) of \(total) bytes back") }
     return Double(total) / (now() - t0) / 1e9
 }
 

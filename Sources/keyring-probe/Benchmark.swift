@@ -27,16 +27,16 @@ func runBenchmark(iterations: Int) {
                 _ = withUnsafeMutableBytes(of: &buffer) { keyctl_read(key.rawValue, $0.baseAddress!.assumingMemoryBound(to: CChar.self), 32) }
             })
             rounds["keyctl_read Keyring.read", default: []].append(time(iterations) {
-                _ = withUnsafeMutableBytes(of: &buffer) { try! keyring.read(key, into: $0) }
+                _ = withUnsafeMutableBytes(of: &buffer) { (try? keyring.read(key, into: $0)) ?? failed("read") }
             })
             rounds["keyctl_read Keyring.read, logger at info", default: []].append(time(iterations) {
-                _ = withUnsafeMutableBytes(of: &buffer) { try! logged.read(key, into: $0) }
+                _ = withUnsafeMutableBytes(of: &buffer) { (try? logged.read(key, into: $0)) ?? failed("read") }
             })
             rounds["keyctl_search C", default: []].append(time(iterations) {
                 _ = keyctl_search(-3, "user", name, 0)
             })
             rounds["keyctl_search Keyring.search", default: []].append(time(iterations) {
-                _ = try! keyring.search(.session, type: .user, description: name)
+                _ = (try? keyring.search(.session, type: .user, description: name)) ?? failedSearch()
             })
         }
         for label in rounds.keys.sorted() {
@@ -63,3 +63,11 @@ private func String(format value: Double) -> String {
     let tenths = Int((value * 10).rounded())
     return "\(tenths / 10).\(tenths % 10)"
 }
+
+/// A call that failed inside a timing loop: the measurement is void, so stop with a message.
+func failed(_ what: String) -> Int {
+    fputs("keyring-probe: error: keyctl \(what) failed during the benchmark; the figures would be meaningless\n", stderr)
+    exit(70)
+}
+
+func failedSearch() -> KeySerial { _ = failed("search"); return .session }
