@@ -66,7 +66,8 @@ private func String(format value: Double) -> String {
 
 /// A call that failed inside a timing loop: the measurement is void, so stop with a message.
 func failed(_ what: String) -> Int {
-    fputs("keyring-probe: error: keyctl \(what) failed during the benchmark; the figures would be meaningless\n", stderr)
+    let message = "keyring-probe: error: keyctl \(what) failed during the benchmark; the figures would be meaningless\n"
+    _ = message.withCString { Glibc.write(2, $0, strlen($0)) }
     exit(70)
 }
 
