@@ -1,6 +1,7 @@
 import Foundation
 @testable import DataProtection
 import ProtectionCrypto
+import Synchronization
 import XCTest
 
 /// Lock while work is running, across real processes: the example service
@@ -193,5 +194,38 @@ final class KeyResidueTests: DpctlTestCase {
         for p in workers { after.formUnion(find(needles, in: try memory(of: p.processIdentifier))) }
         XCTAssertEqual(after, [], "key material left in worker memory after lock: \(after.sorted())")
         print("key residue: \(workers.count) workers × 20 held complete handles; \(needles.count) keys sought; \(before.count) found before lock, \(after.count) after; \(r.stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
+    }
+}
+
+/// `dpctl lock --grace` tells running processes `willLock` first and locks at the deadline.
+final class GraceTests: DpctlTestCase {
+    // Synchronous on purpose: the session keyring joined in setUp belongs to this thread,
+    // and the dpctl children must inherit it.
+    func testGraceSendsWillLockThenLocksAtTheDeadline() throws {
+        _ = try initDomain()
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        let domain = try ProtectionDomain.open(at: DomainLocation(home: home, deviceDirectory: devices), keyStore: .kernel(.session))
+        let events = Mutex<[(DomainEvent, Date)]>([])
+        let subscription = domain.liveLock.onEvent { e in events.withLock { $0.append((e, Date())) } }
+        defer { subscription.cancel() }
+        let started = Date()
+        let locker = Process()  // started, not awaited: its events arrive while it runs
+        locker.executableURL = URL(fileURLWithPath: dpctlPath)
+        locker.arguments = ["lock", "--grace", "1"]
+        locker.environment = environment
+        try locker.run()
+        XCTAssertTrue(eventually(within: .seconds(10)) { events.withLock { $0.contains { if case .didLock = $0.0 { true } else { false } } } })
+        let seen = events.withLock { $0 }
+        locker.waitUntilExit()
+        XCTAssertEqual(locker.terminationStatus, 0)
+        guard seen.count == 2, case .willLock(let deadline) = seen[0].0, case .didLock(let classes) = seen[1].0 else {
+            return XCTFail("expected willLock then didLock, got \(seen.map { $0.0 })")
+        }
+        XCTAssertEqual(classes, LiveLock.lockClasses)
+        let deadlineDate = Date(timeIntervalSince1970: Double(deadline) / 1000)
+        XCTAssertGreaterThanOrEqual(seen[1].1.timeIntervalSince(deadlineDate), -0.05, "locked before the announced deadline")
+        XCTAssertGreaterThanOrEqual(seen[1].1.timeIntervalSince(started), 0.9, "the grace period was not honoured")
+        XCTAssertFalse(domain.liveLock.isProtectedDataAvailable)
+        XCTAssertEqual(try unlocked(), [false, false, true, true])
     }
 }
