@@ -18,12 +18,15 @@ public enum KeyWrap {
         var out = [UInt8](repeating: 0, count: n + key.count + AEADCipher.tagSize)
         out.withUnsafeMutableBytes { o in
             randombytes_buf(o.baseAddress!, n)
-            key.withUnsafeBytes { k in (o.baseAddress! + n).copyMemory(from: k.baseAddress!, byteCount: k.count) }
-            let m = (o.baseAddress! + n).assumingMemoryBound(to: UInt8.self)
-            kek.withUnsafeBytes { k in
-                _ = crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
-                    m, m + key.count, nil, m, UInt64(key.count), ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
-                    nil, o.baseAddress!.assumingMemoryBound(to: UInt8.self), k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            let c = (o.baseAddress! + n).assumingMemoryBound(to: UInt8.self)
+            // Encrypted straight from locked memory: the plaintext key never enters `out`.
+            key.withUnsafeBytes { m in
+                kek.withUnsafeBytes { k in
+                    _ = crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
+                        c, c + m.count, nil, m.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(m.count),
+                        ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
+                        nil, o.baseAddress!.assumingMemoryBound(to: UInt8.self), k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
             }
         }
         return out

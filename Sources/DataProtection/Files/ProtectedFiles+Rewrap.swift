@@ -80,10 +80,10 @@ extension ProtectedFiles {
 
     /// Verifies the header MAC over `raw` (the header's 176 bytes) in constant time.
     func checkMAC(raw: [UInt8], _ fk: FileKeys) throws(ProtectionError) {
-        let macEnd = FileHeader.fixedSize + FileHeader.wrappedKeySlot
         let ok = try raw.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) -> Bool in
-            let mac = try crypto { () throws(CryptoError) in try GenericHash.mac(key: fk.mac, UnsafeRawBufferPointer(rebasing: b[0..<macEnd])) }
-            return mac.withUnsafeBytes { GenericHash.equal($0, UnsafeRawBufferPointer(rebasing: b[macEnd..<FileHeader.size])) }
+            let mac = try crypto { () throws(CryptoError) in try fk.headerMAC(of: b) }
+            let stored = UnsafeRawBufferPointer(rebasing: b[(FileHeader.fixedSize + FileHeader.wrappedKeySlot)..<FileHeader.size])
+            return mac.withUnsafeBytes { GenericHash.equal($0, stored) }
         }
         guard ok else {
             throw ProtectionError(.authenticationFailed, "the header failed authentication; it was altered; restore the file from a backup")

@@ -18,9 +18,14 @@ final class FileKeys: Sendable {
         mac = try KeyDerivation.subkey(of: fileKey, context: Self.headerContext, id: 1)
     }
 
-    /// The header MAC over the authenticated header bytes.
+    /// The header MAC of `header` (computed over its encoding).
     func headerMAC(_ header: FileHeader) throws(CryptoError) -> [UInt8] {
-        let bytes = header.authenticatedBytes()
-        return try bytes.span.bytes.withUnsafeBytes { (b) throws(CryptoError) in try GenericHash.mac(key: mac, b) }
+        try header.encoded().span.bytes.withUnsafeBytes { (b) throws(CryptoError) in try headerMAC(of: b) }
+    }
+
+    /// The header MAC of a 176-byte header as it lies on disk: keyed BLAKE2b over bytes 0..<144
+    /// (fixed fields, wrapped key, padding), FORMAT.md §3.4.
+    func headerMAC(of header: UnsafeRawBufferPointer) throws(CryptoError) -> [UInt8] {
+        try GenericHash.mac(key: mac, UnsafeRawBufferPointer(rebasing: header[0..<(FileHeader.fixedSize + FileHeader.wrappedKeySlot)]))
     }
 }
