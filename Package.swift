@@ -55,6 +55,10 @@ let package = Package(
         .executableTarget(name: "dp-keybench", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"]),
         // Holds a container in use from another process (ContainerPurgeTests).
         .executableTarget(name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"]),
+        // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
+        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto"]),
+        // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point.
+        .executableTarget(name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection"]),
         // A real process for FileCoordination's cross-process tests and benchmarks.
         .executableTarget(name: "coordination-worker", dependencies: ["FileCoordination", "CShims"]),
         .executableTarget(
@@ -82,9 +86,9 @@ let package = Package(
         .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker"]),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker"],
+            dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios"],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
-        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "dpctl", "dp-example-service"]),
+        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "dpctl", "dp-example-service", "crash-worker"]),
     ]
 )
