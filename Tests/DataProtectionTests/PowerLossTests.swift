@@ -1,6 +1,7 @@
 import CrashScenarios
 import Foundation
 @testable import DataProtection
+import ProtectionCrypto
 import XCTest
 
 /// Simulated power loss (issue 8 item 2): each operation runs through `PowerLossIO`, the power is cut
@@ -52,6 +53,27 @@ final class PowerLossTests: XCTestCase {
         XCTAssertTrue(outcomes.contains { $0.hasSuffix("false") } && outcomes.contains { $0.hasSuffix("true") }, "an unsynced name may or may not survive: \(outcomes)")
     }
 
+    /// Opening a domain removes the temporaries an interrupted keybag write left, and only those:
+    /// one whose writer still holds its lock is in use and stays.
+    func testDomainOpenSweepsDeadTemporariesOnly() throws {
+        let dir = try temporaryDirectory(self)
+        let s = Scenario(.passphraseChange, root: dir + "/d")
+        try s.prepare()
+        let dead = s.location.home + "/.keybag.0dead.tmp", live = s.location.home + "/.keybag.11fe.tmp", other = s.location.home + "/.notes.tmp"
+        for p in [dead, live, other] { try writeBytes([1, 2, 3], p) }
+        let fd = open(live, O_WRONLY | O_CLOEXEC)
+        defer { close(fd) }
+        XCTAssertEqual(ofdLock(fd), 0)
+        _ = try s.open()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dead), "a dead writer's temporary survived the open")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: live), "a temporary still being written was removed")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: other), "a file the keybag does not own was removed")
+        // The keybag still unlocks after a passphrase change with the lock still held elsewhere.
+        let d = try s.open()
+        try d.changePassphrase(old: try SecretBytes(utf8: "old passphrase"), new: try SecretBytes(utf8: "new passphrase"))
+        try d.unlock(passphrase: try SecretBytes(utf8: "new passphrase"))
+    }
+
     private func powerLoss(_ op: CrashOp, file: StaticString = #filePath, line: UInt = #line) throws {
         let dir = try temporaryDirectory(self, "powerloss-\(op.rawValue)")
         let template = dir + "/template", trial = dir + "/trial", stash = dir + "/stash"
@@ -95,4 +117,12 @@ final class PowerLossTests: XCTestCase {
         p.waitUntilExit()
         XCTAssertEqual(p.terminationStatus, 0)
     }
+}
+
+/// Takes an exclusive OFD lock on all of `fd` (`F_OFD_SETLK`, 37 on Linux), as a writer holds on its temporary file.
+func ofdLock(_ fd: Int32) -> Int32 {
+    var fl = flock()
+    fl.l_type = Int16(F_WRLCK)
+    fl.l_whence = Int16(SEEK_SET)
+    return withUnsafeMutablePointer(to: &fl) { fcntl(fd, 37, $0) }
 }

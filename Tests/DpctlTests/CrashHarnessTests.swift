@@ -78,7 +78,7 @@ final class CrashHarnessTests: XCTestCase {
     /// Runs the operation on `trial`, killed after I/O call `killAfter` or `killAtMicros` after it starts.
     private func runWorker(_ op: String, _ trial: String, killAfter: Int?, killAtMicros: Int?) throws -> Killed {
         let out = trial + ".out"
-        FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: worker)
         p.arguments = ["run", op, trial]

@@ -1,3 +1,4 @@
+internal import CShims
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -10,26 +11,73 @@ import Glibc
 /// the two is on disk. Used for the keybag, the device secret and the rotation journal.
 enum DurableFile {
     /// Atomically replaces `path` with `bytes`, created with `mode`.
+    ///
+    /// The temporary file holds an exclusive OFD lock from just after it is
+    /// created until it has been renamed, so `sweep` (run at the next open)
+    /// removes only temporaries whose writer died; a crash leaves one behind.
     /// - Throws: `.io` naming the file; the temporary file is removed and `path` is untouched.
     static func write(_ bytes: UnsafeRawBufferPointer, to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) {
-        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
-        let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).\(suffix).tmp"
-        do throws(SystemError) {
-            let fd = try io.open(tmp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        var attempt = 0
+        while true {
+            let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
+            let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).\(suffix).tmp"
+            var fd: Int32 = -1
             do throws(SystemError) {
+                fd = try io.open(tmp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+                defer { if fd >= 0 { io.close(fd) } }
+                // A sweeper that took the lock first removed the file: start again under a new name.
+                guard try lockOwned(fd, at: tmp, wait: true) else {
+                    attempt += 1
+                    if attempt < 3 { continue }
+                    throw SystemError(EAGAIN)
+                }
                 try io.writeFully(fd, from: bytes, at: 0)
                 try io.fsync(fd)
+                try io.rename(tmp, to: path)  // still locked, so no sweeper removes it first
                 io.close(fd)
+                fd = -1
+                try io.syncDirectory(of: path)
+                return
             } catch {
-                io.close(fd)
-                throw error
+                try? io.unlink(tmp)
+                throw ProtectionError.errno(error.errno, "write", path)
             }
-            try io.rename(tmp, to: path)
-            try io.syncDirectory(of: path)
-        } catch {
-            try? io.unlink(tmp)
-            throw ProtectionError.errno(error.errno, "write", path)
         }
+    }
+
+    /// Removes the temporaries `write` left in `directory` for files named `name` when their writer died
+    /// (a crash or power loss between creating and renaming one); those still being written are kept.
+    ///
+    /// Best effort: what cannot be removed now is left for the next open.
+    static func sweep(_ directory: String, name: String, io: any FileIO) {
+        guard let dir = opendir(directory) else { return }
+        var litter: [String] = []
+        while let e = readdir(dir) {
+            let n = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if n.hasPrefix(".\(name).") && n.hasSuffix(".tmp") { litter.append("\(directory)/\(n)") }
+        }
+        closedir(dir)
+        for tmp in litter {
+            do throws(SystemError) {
+                let fd = try io.open(tmp, flags: O_WRONLY | O_NOFOLLOW | O_NONBLOCK, mode: 0)
+                defer { io.close(fd) }
+                if try lockOwned(fd, at: tmp, wait: false) { try io.unlink(tmp) }
+            } catch {}
+        }
+    }
+
+    /// Takes the exclusive OFD lock of `fd` (waiting, or not) and checks that `path` still names it.
+    /// - Returns: false when another holds the lock (no wait) or `path` now names another file or none.
+    private static func lockOwned(_ fd: Int32, at path: String, wait: Bool) throws(SystemError) -> Bool {
+        while dp_fcntl_lock(fd, wait ? dp_F_OFD_SETLKW : dp_F_OFD_SETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 0, nil) != 0 {
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EACCES { return false }
+            throw SystemError(errno)
+        }
+        var mine = stat(), named = stat()
+        guard fstat(fd, &mine) == 0 else { throw SystemError(errno) }
+        guard lstat(path, &named) == 0 else { return false }
+        return mine.st_dev == named.st_dev && mine.st_ino == named.st_ino
     }
 
     /// Atomically replaces `path` with `bytes` (public bytes).

@@ -79,6 +79,8 @@ public final class ProtectionDomain: Sendable {
     }
 
     /// Opens the domain at `location` (reads and authenticates its keybag; unlocks nothing).
+    ///
+    /// Removes the temporary files a crash left from an interrupted keybag, journal or device-secret write.
     /// - Throws: `.notFound`, `.corruptKeybag`, `.insecurePermissions`, `.keyringUnavailable`, `.io`.
     public static func open(
         at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(),
@@ -86,6 +88,10 @@ public final class ProtectionDomain: Sendable {
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
         let bag = try Keybag.load(location, io: io) { (id) throws(ProtectionError) in try DeviceSecret.load(for: id, at: location, io: io) }
+        // Temporaries of a keybag, journal or device-secret write that a crash interrupted.
+        DurableFile.sweep(location.home, name: lastComponent(of: location.keybagPath), io: io)
+        DurableFile.sweep(location.home, name: lastComponent(of: location.journalPath), io: io)
+        DurableFile.sweep(location.deviceDirectory, name: lastComponent(of: location.deviceSecretPath(bag.domainID)), io: io)
         return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
     }
 
