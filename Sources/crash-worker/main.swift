@@ -2,7 +2,7 @@
 //
 //   crash-worker prepare <op> <root>        the starting state (domain, files)
 //   crash-worker run <op> <root>            the operation; prints "START", "ACK k" per durable step,
-//                                           then "IOOPS n" and "ELAPSED_US t"
+//                                           then "IOOPS n", "JOURNALED true|false" and "ELAPSED_US t"
 //   crash-worker verify <op> <root> <acked> opens everything afresh; prints the verdict, exits 1 on a violation
 //                                           (file temporaries count only with DP_CRASH_STRICT_TEMPORARIES set)
 //
@@ -27,6 +27,8 @@ final class KillingIO: FileIO {
     let killAfter: Int?
     let armed = Atomic<Bool>(false)
     let count = Atomic<Int>(0)
+    /// Whether a rollback journal (`.<name>.dpjournal`) was created: in-place writes are crash-safe only with one.
+    let journaled = Atomic<Bool>(false)
 
     init(killAfter: Int?) { self.killAfter = killAfter }
 
@@ -38,6 +40,7 @@ final class KillingIO: FileIO {
 
     func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
         let fd = try real.open(path, flags: flags, mode: mode)
+        if path.hasSuffix(".dpjournal") { journaled.store(true, ordering: .relaxed) }
         if flags & O_CREAT != 0 { counted() }
         return fd
     }
@@ -92,6 +95,7 @@ case "run":
         io.armed.store(false, ordering: .relaxed)
         let elapsed = clock.now - start
         say("IOOPS \(io.count.load(ordering: .relaxed))")
+        say("JOURNALED \(io.journaled.load(ordering: .relaxed))")
         say("ELAPSED_US \(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000)")
     } catch { fail("run \(op.rawValue): \(error)") }
 case "verify":

@@ -16,8 +16,10 @@ import Glibc
 ///   version; bytes a chosen version does not have are zeros. So unsynced writes may be dropped,
 ///   reordered across pages (a later write survives while an earlier one is lost), a file may be
 ///   extended with zeros where its data never reached the disk, or cut short. A page is never torn
-///   inside itself, and nothing fsynced is ever lost. This is a superset of what ext4 presents:
-///   with `data=ordered` it never shows the zeros, but XFS and ext4 `data=writeback` can.
+///   inside itself, and nothing fsynced is ever lost. Bytes a truncate cut off come back with their
+///   last contents if the truncate itself is lost (a truncate frees blocks only once it is durable).
+///   This is a superset of what ext4 presents: with `data=ordered` it never shows the zeros, but
+///   XFS and ext4 `data=writeback` can.
 /// - Directories. Creates, renames and unlinks in a directory since its last `fsync` form a list;
 ///   at the cut a random prefix of each directory's list survives and the rest is undone, newest
 ///   first (ext4's journal commits metadata in order, so a later rename never survives an earlier
@@ -50,6 +52,7 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
         var files: [FileID: [[UInt8]]] = [:]
         var directories: [FileID: (path: String, ops: [DirOp])] = [:]
         var stashed = 0
+        var journaled = false
     }
 
     let real = SystemFileIO()
@@ -68,6 +71,8 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
 
     /// Disk-changing calls made so far.
     var count: Int { model.withLock { $0.count } }
+    /// Whether a rollback journal (`.<name>.dpjournal`) was opened: in-place writes are crash-safe only with one.
+    var journaled: Bool { model.withLock { $0.journaled } }
 
     // MARK: FileIO
 
@@ -75,6 +80,7 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
         try model.withLock { (m) throws(SystemError) -> Int32 in
             try live(m)
             let existed = access(path, F_OK) == 0
+            if path.hasSuffix(".dpjournal") { m.journaled = true }
             let fd = try real.open(path, flags: flags, mode: mode)
             let id = try Self.id(fd: fd)
             if flags & O_DIRECTORY != 0 {
@@ -214,9 +220,16 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
             var bytes = [UInt8](repeating: 0, count: size)
             var page = 0
             while page < size {
-                let v = versions[Self.pick(versions.count - 1, &rng)]
-                let end = min(page + 4096, size, v.count)
-                if end > page { bytes.replaceSubrange(page..<end, with: v[page..<end]) }
+                // Bytes the chosen version lacks were cut off by a truncate, which frees nothing until it
+                // is durable: they come from the latest earlier version that has them (zeros if none does).
+                var filled = page
+                let end = min(page + 4096, size)
+                for v in versions[...Self.pick(versions.count - 1, &rng)].reversed() where v.count > filled {
+                    let upTo = min(end, v.count)
+                    bytes.replaceSubrange(filled..<upTo, with: v[filled..<upTo])
+                    filled = upTo
+                    if filled == end { break }
+                }
                 page += 4096
             }
             let fd = Glibc.open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
