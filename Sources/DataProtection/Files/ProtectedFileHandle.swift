@@ -214,6 +214,18 @@ public final class ProtectedFileHandle: Sendable {
         files.liveLock?.unregister(self)
     }
 
+    /// Closes the descriptors without committing, as a killed process would: a hot journal stays for recovery.
+    ///
+    /// For crash tests and harnesses; an application calls `close()`.
+    func abandon() {
+        state.withLock { st in
+            st.journal?.abandon(io)
+            if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
+            st.sealer = nil
+        }
+        files.liveLock?.unregister(self)
+    }
+
     /// Commits outstanding journaled changes (when possible), closes the journal and the file, drops the keys.
     private func finish(_ st: inout State) {
         if st.fd >= 0, st.failed == nil, st.journal?.hot == true { try? commit(&st) }

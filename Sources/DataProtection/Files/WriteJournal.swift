@@ -28,6 +28,8 @@ struct WriteJournal {
     private var chain: [UInt8] = []
     /// Records written since the last fsync of the journal.
     private var unsynced = false
+    /// Whether the directory was fsynced since `fd` was opened, so the journal's name outlives a power failure.
+    private var named = false
     /// Chunks journaled since the last commit.
     var journaled: Set<Int64> = []
 
@@ -111,6 +113,13 @@ struct WriteJournal {
         hot = false
     }
 
+    /// Closes the journal as it is, hot or not (a killed writer; the kernel drops the lock).
+    mutating func abandon(_ io: any FileIO) {
+        if fd >= 0 { io.close(fd) }
+        fd = -1
+        hot = false
+    }
+
     // MARK: - Internals
 
     /// Opens the journal (once per handle) and takes its lock.
@@ -119,11 +128,10 @@ struct WriteJournal {
     /// still names the file at `path` (another handle may have removed it on close).
     private mutating func acquire(_ io: any FileIO) throws(ProtectionError) {
         for _ in 0..<3 {
-            var fresh = false
             if fd < 0 {
                 do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600) } catch { throw ioError(error) }
                 io.unlock(fd)  // a confined open marks writable descriptors with a shared lock; the journal uses its own
-                fresh = true
+                named = false
             }
             let locked: Bool
             do throws(SystemError) { locked = try io.tryLockExclusive(fd) } catch { throw ioError(error) }
@@ -140,7 +148,10 @@ struct WriteJournal {
                     io.unlock(fd)
                     throw SystemError(EBUSY)
                 }
-                if fresh { try io.syncDirectory(of: path) }  // the journal's name must outlive a power failure
+                if !named {
+                    try io.syncDirectory(of: path)
+                    named = true
+                }
             } catch where error.errno == EBUSY {
                 throw busy("another writer of it stopped in the middle of a change; close this handle and open the file again to roll that change back")
             } catch {
