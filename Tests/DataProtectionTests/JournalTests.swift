@@ -203,26 +203,28 @@ final class JournalTests: XCTestCase {
 
     /// A reader that cannot write the file says what is wrong and how to fix it.
     func testReaderThatCannotRecoverNamesTheFix() throws {
-        try XCTSkipIf(getuid() == 0, "root may write any file")
         let dir = try temporaryDirectory(self)
-        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: options)
+        let keys = try InMemoryClassKeys.random()
+        let files = ProtectedFiles(keys: keys, options: options)
         let path = "\(dir)/f"
-        _ = try committedFile(files, path)
+        let old = try committedFile(files, path)
         let h = try files.open(path, forWriting: true)
         try h.write([UInt8](repeating: 9, count: 100), at: 20_000)
         h.abandon()
         var raw = try readBytes(path)
         raw[chunkOffset(4) + 2000] ^= 1
         try writeBytes(raw, path)
-        chmod(ProtectedFiles.journalPath(for: path), 0o400)
-        chmod(path, 0o400)
+        let reader = ProtectedFiles(keys: keys, options: options, io: ReadOnlyIO())  // as a user who may not write the file
         do {
-            _ = try files.read(path)
+            _ = try reader.read(path)
             XCTFail("a torn chunk must not read")
         } catch {
             XCTAssertEqual(error.code, .authenticationFailed)
             XCTAssertTrue(error.message.contains("open the file for writing"), error.message)
         }
+        XCTAssertTrue(journalExists(path), "the journal stays for a user who can apply it")
+        XCTAssertEqual(try files.read(path), old)
+        XCTAssertFalse(journalExists(path))
     }
 
     /// One journal, one writer: a second handle that needs it while the first holds it gets a typed error.
@@ -313,4 +315,21 @@ final class JournalTests: XCTestCase {
         XCTAssertEqual(try files.recover(path), .discarded)
         XCTAssertEqual(try files.read(path), fresh)
     }
+}
+
+/// The real system calls, except that opening for writing is refused (EACCES), as for a user without write access.
+struct ReadOnlyIO: FileIO {
+    let real = SystemFileIO()
+    func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+        if flags & O_ACCMODE != O_RDONLY { throw SystemError(EACCES) }
+        return try real.open(path, flags: flags, mode: mode)
+    }
+    func close(_ fd: Int32) { real.close(fd) }
+    func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pread(fd, into: b, at: o) }
+    func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pwrite(fd, from: b, at: o) }
+    func fsync(_ fd: Int32) throws(SystemError) { try real.fsync(fd) }
+    func ftruncate(_ fd: Int32, to s: Int64) throws(SystemError) { try real.ftruncate(fd, to: s) }
+    func size(_ fd: Int32) throws(SystemError) -> Int64 { try real.size(fd) }
+    func rename(_ a: String, to b: String) throws(SystemError) { try real.rename(a, to: b) }
+    func unlink(_ p: String) throws(SystemError) { try real.unlink(p) }
 }
