@@ -65,7 +65,7 @@ public final class ProtectedFileHandle: Sendable {
             let need = chunks * stride
             if staging.count < need {
                 staging.deallocate()
-                staging = .allocate(byteCount: need, alignment: 64)
+                staging = .allocate(byteCount: need, alignment: 16)  // malloc's own alignment: no memalign
             }
             return staging.baseAddress!
         }
@@ -89,7 +89,7 @@ public final class ProtectedFileHandle: Sendable {
         self.writable = writable
         self.io = files.io
         self.files = files
-        let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride, alignment: 64)
+        let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride, alignment: 16)
         self.state = Mutex(State(
             fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging,
             journal: writable && journaled ? WriteJournal(path: journalPath(for: path), dataPath: path, fileID: header.fileID) : nil,
@@ -274,10 +274,14 @@ public final class ProtectedFileHandle: Sendable {
             let start = Int(layout.offset(ofChunk: last)), len = plen + layout.overhead
             let slot = st.reserve(1, stride: layout.stride)
             if start + len <= prefix.count {
-                prefix.withUnsafeBytes { slot.copyMemory(from: $0.baseAddress! + start, byteCount: len) }
-                do throws(CryptoError) { try sealer.open(slot: slot, count: plen, into: slot + sealer.nonceSize, index: last, last: true) } catch {
-                    throw authFailure(error, chunk: last)
+                // Opened straight from the bytes read at open into the slot's plaintext place.
+                let r: Result<Void, CryptoError> = prefix.withUnsafeBytes { p in
+                    do throws(CryptoError) {
+                        try sealer.open(slot: p.baseAddress! + start, count: plen, into: slot + sealer.nonceSize, index: last, last: true)
+                        return .success(())
+                    } catch { return .failure(error) }
                 }
+                if case .failure(let error) = r { throw authFailure(error, chunk: last) }
             } else {
                 _ = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
             }
