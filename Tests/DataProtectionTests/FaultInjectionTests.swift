@@ -100,6 +100,99 @@ final class FaultInjectionTests: XCTestCase {
         print("fault injection (atomic replace): \(points) fault points × modes, \(failures) typed failures, 0 invariant violations")
     }
 
+    /// In-place handle operations under a fault at every call position (FORMAT.md §6.7).
+    ///
+    /// Each case opens a committed file for writing through the faulty seam, makes
+    /// change A, syncs, makes change B, syncs and closes. Afterwards a fresh
+    /// `ProtectedFiles` opens the file for writing (which recovers) and checks: the
+    /// file authenticates; it holds exactly the old contents, the contents after A
+    /// or after B (so every chunk is old or new); once the first `sync()` returned,
+    /// never the old contents (acknowledged data is not lost), and once the
+    /// sequence finished, B; no journal or temporary file is left; every failure
+    /// reached the caller as a typed error naming the file.
+    func testHandleOperationsUnderEveryFault() throws {
+        let dir = try temporaryDirectory(self)
+        let keys = try InMemoryClassKeys.random()
+        let options = ProtectedFileOptions(chunkSize: 4096)
+        let good = ProtectedFiles(keys: keys, options: options)
+        var rng = TestRNG(seed: 42)
+        let old = rng.bytes(9 * 4096 + 300)
+        typealias Change = (ProtectedFileHandle) throws(ProtectionError) -> Void
+        let patch = rng.bytes(10_000), tail = rng.bytes(12_000)
+        let operations: [(String, Change, Change)] = [
+            ("write in place", { (h) throws(ProtectionError) in try h.write(patch, at: 3000) }, { (h) throws(ProtectionError) in try h.write(Array(patch[0..<100]), at: 30_000) }),
+            ("append", { (h) throws(ProtectionError) in try h.append(tail) }, { (h) throws(ProtectionError) in try h.append(Array(tail[0..<5000])) }),
+            ("truncate shrink", { (h) throws(ProtectionError) in try h.truncate(to: 20_000) }, { (h) throws(ProtectionError) in try h.truncate(to: 4096) }),
+            ("truncate extend", { (h) throws(ProtectionError) in try h.truncate(to: 50_000) }, { (h) throws(ProtectionError) in try h.truncate(to: 70_001) }),
+        ]
+        /// The contents after applying `change` to `bytes`, computed on a scratch file with the real seam.
+        func model(_ bytes: [UInt8], _ change: Change, _ name: String) throws -> [UInt8] {
+            let p = "\(dir)/model-\(name)"
+            try good.write(bytes, to: p, protection: .complete)
+            let h = try good.open(p, forWriting: true)
+            try change(h)
+            h.close()
+            return try good.read(p)
+        }
+        var points = 0, failures = 0, violations = 0
+        for (name, a, b) in operations {
+            let afterA = try model(old, a, "a"), afterB = try model(afterA, b, "b")
+            for mode in FaultyIO.Mode.allCases {
+                for forever in [false, true] where !(forever && mode != .eio && mode != .enospc) {
+                    let caseDir = "\(dir)/\(name.filter { $0.isLetter })-\(mode)-\(forever)"
+                    try FileManager.default.createDirectory(atPath: caseDir, withIntermediateDirectories: true)
+                    var n = 1
+                    while true {
+                        let path = "\(caseDir)/f\(n)"
+                        try good.write(old, to: path, protection: .complete)
+                        let io = FaultyIO(failAt: n, mode: mode, forever: forever)
+                        let faulty = ProtectedFiles(keys: keys, options: options, io: io)
+                        var synced = 0
+                        var handle: ProtectedFileHandle?
+                        do throws(ProtectionError) {
+                            let h = try faulty.open(path, forWriting: true)
+                            handle = h
+                            try a(h)
+                            try h.sync()
+                            synced = 1
+                            try b(h)
+                            try h.sync()
+                            synced = 2
+                        } catch {
+                            failures += 1
+                            if ![.io(EIO), .io(ENOSPC)].contains(error.code) || !error.message.contains(path) {
+                                violations += 1
+                                XCTFail("\(name), \(mode) at call \(n): \(error.code): \(error.message)")
+                            }
+                        }
+                        handle?.close()
+                        handle = nil
+                        let where_ = "\(name), \(mode)\(forever ? " forever" : "") at call \(n)"
+                        let h = try good.open(path, forWriting: true)  // recovers
+                        let now = try h.read(at: 0, count: Int(try h.size))
+                        h.close()
+                        let allowed = synced == 2 ? [afterB] : (synced == 1 ? [afterA, afterB] : [old, afterA, afterB])
+                        if !allowed.contains(now) {
+                            violations += 1
+                            XCTFail("\(where_): after \(synced) syncs the file holds \(now.count) bytes that are none of the allowed contents")
+                        }
+                        let litter = try FileManager.default.contentsOfDirectory(atPath: caseDir).filter { $0.hasSuffix(".dpjournal") || $0.hasSuffix(".tmp") }
+                        if !litter.isEmpty {
+                            violations += 1
+                            XCTFail("\(where_): left \(litter)")
+                        }
+                        try FileManager.default.removeItem(atPath: path)
+                        points += 1
+                        if !io.fired.load(ordering: .relaxed) { break }
+                        n += 1
+                    }
+                }
+            }
+        }
+        print("fault injection (handle write, append, truncate, sync): \(points) fault points × modes, \(failures) typed failures, \(violations) invariant violations")
+        XCTAssertEqual(violations, 0)
+    }
+
     /// Reads through a faulty seam fail with a typed error and never return partial plaintext.
     func testReadsUnderFaultsReturnAllOrNothing() throws {
         let dir = try temporaryDirectory(self)

@@ -13,6 +13,12 @@ import Glibc
 /// `sync()` makes it durable). Memory stays O(chunks per batch) whatever the
 /// file size. Calls on one handle are serialised; a handle may be shared
 /// between threads.
+///
+/// Crash safety (FORMAT.md §6.7): once the file has been committed (opened, or
+/// created and synced), a writable handle keeps a rollback journal beside it,
+/// so a crash or I/O failure leaves the file as of the last `sync()` (or with
+/// the whole of the change). `sync()` and `close()` commit; a change that failed
+/// half-way makes the handle refuse further writes until it is reopened.
 public final class ProtectedFileHandle: Sendable {
     /// The path the handle was opened with.
     public let path: String
@@ -43,6 +49,12 @@ public final class ProtectedFileHandle: Sendable {
         var tail: Int64 = -1
         /// Sealed-chunk buffer: one slot per chunk of a batch, grown on demand up to a full batch.
         var staging: UnsafeMutableRawBufferPointer
+        /// The rollback journal; nil for read-only handles and a replace's temporary file.
+        var journal: WriteJournal?
+        /// The plaintext size as of the last commit; nil for a created file never synced (nothing to roll back to).
+        var committedSize: Int64?
+        /// A journaled change that failed half-way: the file no longer matches this handle, so writes stop.
+        var failed: ProtectionError?
 
         deinit { staging.deallocate() }
 
@@ -53,7 +65,7 @@ public final class ProtectedFileHandle: Sendable {
             let need = chunks * stride
             if staging.count < need {
                 staging.deallocate()
-                staging = .allocate(byteCount: need, alignment: 64)
+                staging = .allocate(byteCount: need, alignment: 16)  // malloc's own alignment: no memalign
             }
             return staging.baseAddress!
         }
@@ -62,7 +74,13 @@ public final class ProtectedFileHandle: Sendable {
     /// Chunks sealed or opened per system call.
     static func batchChunks(chunkSize: Int) -> Int { max(1, (1 << 20) / chunkSize) }
 
-    init(path: String, fd: Int32, header: FileHeader, keys: FileKeys, plaintextSize: Int64, writable: Bool, files: ProtectedFiles, epoch: UInt64) {
+    /// - Parameters:
+    ///   - journaled: keep a rollback journal (writable handles on the file's real name).
+    ///   - committed: the file as opened is its committed state (false for a file just created).
+    init(
+        path: String, fd: Int32, header: FileHeader, keys: FileKeys, plaintextSize: Int64, writable: Bool, files: ProtectedFiles, epoch: UInt64,
+        journaled: Bool = false, committed: Bool = true
+    ) {
         self.path = path
         self.protectionClass = header.protectionClass
         self.cipher = header.cipher
@@ -71,15 +89,15 @@ public final class ProtectedFileHandle: Sendable {
         self.writable = writable
         self.io = files.io
         self.files = files
-        let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride, alignment: 64)
+        let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride, alignment: 16)
         self.state = Mutex(State(
-            fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging))
+            fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging,
+            journal: writable && journaled ? WriteJournal(path: journalPath(for: path), dataPath: path, fileID: header.fileID) : nil,
+            committedSize: committed ? plaintextSize : nil))
     }
 
     deinit {
-        state.withLock { st in
-            if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
-        }
+        state.withLock { st in finish(&st) }
         files.liveLock?.unregister(self)
     }
 
@@ -108,11 +126,19 @@ public final class ProtectedFileHandle: Sendable {
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(ProtectionError) -> Int {
         guard offset >= 0 else { throw invalid("a negative offset") }
         return try state.withLock { (st) throws(ProtectionError) -> Int in
-            let sealer = try live(&st, "read")
-            let end = min(offset + Int64(buffer.count), st.size)
-            guard end > offset else { return 0 }
-            try readRange(&st, sealer, from: offset, to: end, into: buffer.baseAddress!)
-            return Int(end - offset)
+            var attempt = 0
+            func once(_ st: inout State) throws(ProtectionError) -> Int {
+                attempt += 1
+                if attempt > 1 { try refreshSize(&st) }
+                let sealer = try live(&st, "read")
+                let end = min(offset + Int64(buffer.count), st.size)
+                guard end > offset else { return 0 }
+                try readRange(&st, sealer, from: offset, to: end, into: buffer.baseAddress!)
+                return Int(end - offset)
+            }
+            // A reader that meets a torn chunk finishes an interrupted write, then tries once more.
+            if writable { return try once(&st) }
+            return try files.retryingAfterRecovery(path) { () throws(ProtectionError) in try once(&st) }
         }
     }
 
@@ -123,7 +149,7 @@ public final class ProtectedFileHandle: Sendable {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "write")
             guard writable else { throw ProtectionError(.badHandle, "unable to write '\(path)': the handle was opened read-only; open it for writing", path: path) }
-            try writeRange(&st, sealer, bytes.baseAddress!, count: bytes.count, at: offset)
+            try guardingChange(&st, "write") { (st) throws(ProtectionError) in try writeRange(&st, sealer, bytes.baseAddress!, count: bytes.count, at: offset) }
         }
     }
 
@@ -143,7 +169,7 @@ public final class ProtectedFileHandle: Sendable {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "append to")
             guard writable else { throw ProtectionError(.badHandle, "unable to append to '\(path)': the handle was opened read-only", path: path) }
-            try writeRange(&st, sealer, bytes.baseAddress!, count: bytes.count, at: st.size)
+            try guardingChange(&st, "append to") { (st) throws(ProtectionError) in try writeRange(&st, sealer, bytes.baseAddress!, count: bytes.count, at: st.size) }
         }
     }
 
@@ -153,29 +179,59 @@ public final class ProtectedFileHandle: Sendable {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "truncate")
             guard writable else { throw ProtectionError(.badHandle, "unable to truncate '\(path)': the handle was opened read-only", path: path) }
-            if newSize > st.size {
-                try writeRange(&st, sealer, nil, count: Int(newSize - st.size), at: st.size)
-            } else if newSize < st.size {
-                try shrink(&st, sealer, to: newSize)
+            try guardingChange(&st, "truncate") { (st) throws(ProtectionError) in
+                if newSize > st.size {
+                    try writeRange(&st, sealer, nil, count: Int(newSize - st.size), at: st.size)
+                } else if newSize < st.size {
+                    try shrink(&st, sealer, to: newSize)
+                }
             }
         }
     }
 
-    /// Makes every completed write durable (`fsync`).
+    /// Makes every completed write durable (`fsync`) and commits it: a crash no longer rolls it back.
+    ///
+    /// - Throws: `.io` when the data or the journal cannot be made durable (the
+    ///   handle then refuses further writes; reopening rolls back to the previous
+    ///   commit); `.badHandle` after an earlier failed change.
     public func sync() throws(ProtectionError) {
         try state.withLock { (st) throws(ProtectionError) in
             _ = try live(&st, "sync")
-            do throws(SystemError) { try io.fsync(st.fd) } catch { throw .errno(error.errno, "sync", path) }
+            if let failed = st.failed { throw failedChange(failed, "sync") }
+            try commit(&st)
         }
     }
 
     /// Closes the file and wipes its keys; later calls fail with `.badHandle`.
+    ///
+    /// A handle that changed a committed file commits first (as `sync()` does),
+    /// because its journal can be removed only once the data it protects is
+    /// durable. If that fails, or an earlier change failed, the journal stays and
+    /// the next writable open (or `ProtectedFiles.recover`) rolls the file back to
+    /// its last commit; call `sync()` before `close()` to see such a failure.
     public func close() {
+        state.withLock { st in finish(&st) }
+        files.liveLock?.unregister(self)
+    }
+
+    /// Closes the descriptors without committing, as a killed process would: a hot journal stays for recovery.
+    ///
+    /// For crash tests and harnesses; an application calls `close()`.
+    func abandon() {
         state.withLock { st in
+            st.journal?.abandon(io)
             if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
             st.sealer = nil
         }
         files.liveLock?.unregister(self)
+    }
+
+    /// Commits outstanding journaled changes (when possible), closes the journal and the file, drops the keys.
+    private func finish(_ st: inout State) {
+        if st.fd >= 0, st.failed == nil, st.journal?.hot == true { try? commit(&st) }
+        st.journal?.close(io)
+        if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
+        st.sealer = nil
     }
 
     /// Withdraws the handle's keys (the domain locked): later calls throw `error`.
@@ -218,10 +274,14 @@ public final class ProtectedFileHandle: Sendable {
             let start = Int(layout.offset(ofChunk: last)), len = plen + layout.overhead
             let slot = st.reserve(1, stride: layout.stride)
             if start + len <= prefix.count {
-                prefix.withUnsafeBytes { slot.copyMemory(from: $0.baseAddress! + start, byteCount: len) }
-                do throws(CryptoError) { try sealer.open(slot: slot, count: plen, into: slot + sealer.nonceSize, index: last, last: true) } catch {
-                    throw authFailure(error, chunk: last)
+                // Opened straight from the bytes read at open into the slot's plaintext place.
+                let r: Result<Void, CryptoError> = prefix.withUnsafeBytes { p in
+                    do throws(CryptoError) {
+                        try sealer.open(slot: p.baseAddress! + start, count: plen, into: slot + sealer.nonceSize, index: last, last: true)
+                        return .success(())
+                    } catch { return .failure(error) }
                 }
+                if case .failure(let error) = r { throw authFailure(error, chunk: last) }
             } else {
                 _ = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
             }
@@ -273,7 +333,7 @@ public final class ProtectedFileHandle: Sendable {
             path: path, underlying: e)
     }
 
-    private func ioError(_ e: SystemError, _ action: String) -> ProtectionError { .errno(e.errno, action, path) }
+    func ioError(_ e: SystemError, _ action: String) -> ProtectionError { .errno(e.errno, action, path) }
 
     /// Disk bytes of chunks `first..<first+n` in a file of `size` plaintext bytes.
     private func diskLength(first: Int64, n: Int, size: Int64) -> Int {
@@ -388,6 +448,8 @@ public final class ProtectedFileHandle: Sendable {
                 }
                 pos += c.length + layout.overhead
             }
+            // Before the batch overwrites chunks that existed at the last commit, their old bytes go to the journal.
+            try journalChunks(&st, i..<(i + Int64(n)))
             // Pass 2: nonces for the whole batch in one CSPRNG call, then seal every chunk.
             do throws(CryptoError) { try sealer.fillNonces(staging, count: n, stride: stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to write '\(path)': \(error.message)", path: path, underlying: error)
@@ -433,8 +495,19 @@ public final class ProtectedFileHandle: Sendable {
     }
 
     /// Cuts the file to `newSize` (< current size): re-seals the new last chunk, then drops the rest.
+    ///
+    /// With a journal, pending changes are committed first and the truncate is
+    /// journaled with both versions of the new last chunk, then committed at once
+    /// (FORMAT.md §6.7): bytes past the new end are gone, so only rolling forward
+    /// or back by the file's size can finish it.
     private func shrink(_ st: inout State, _ sealer: ChunkSealer, to newSize: Int64) throws(ProtectionError) {
         let last = layout.chunkCount(forPlaintextSize: newSize) - 1
+        let journaled = st.journal != nil && st.committedSize != nil
+        var old: [UInt8] = []
+        if journaled {
+            try commit(&st)
+            old = try rawChunk(&st, last, size: st.size)
+        }
         let slot = st.reserve(1, stride: layout.stride)
         let plain = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
         let newLen = layout.plaintextLength(ofChunk: last, plaintextSize: newSize)
@@ -442,10 +515,18 @@ public final class ProtectedFileHandle: Sendable {
             throw ProtectionError(.io(EIO), "unable to truncate '\(path)': \(error.message)", path: path, underlying: error)
         }
         sealer.seal(plain, count: newLen, intoSlot: slot, index: last, last: true)
+        let sealed = UnsafeRawBufferPointer(start: slot, count: newLen + layout.overhead)
+        if journaled {
+            try st.journal!.begin(io, kind: .truncate, committedSize: layout.fileSize(forPlaintextSize: st.size), targetSize: layout.fileSize(forPlaintextSize: newSize))
+            try old.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try st.journal!.append(io, .undo, offset: layout.offset(ofChunk: last), b) }
+            try st.journal!.append(io, .redo, offset: layout.offset(ofChunk: last), sealed)
+            try st.journal!.flush(io)
+        }
         do throws(SystemError) {
             try io.ftruncate(st.fd, to: layout.fileSize(forPlaintextSize: newSize))
-            try io.writeFully(st.fd, from: UnsafeRawBufferPointer(start: slot, count: newLen + layout.overhead), at: layout.offset(ofChunk: last))
+            try io.writeFully(st.fd, from: sealed, at: layout.offset(ofChunk: last))
         } catch { throw ioError(error, "truncate") }
         st.size = newSize
+        if journaled { try commit(&st) }
     }
 }

@@ -93,8 +93,12 @@ public final class ProtectedFiles: Sendable {
     /// `epoch` was read before the keys were obtained. After registering, the
     /// epoch is read again: either the locking process's broadcast finds this
     /// handle registered and revokes it, or this check sees the new epoch.
-    func makeHandle(path: String, fd: Int32, header: FileHeader, keys fk: FileKeys, size: Int64, writable: Bool, epoch: UInt64) -> ProtectedFileHandle {
-        let h = ProtectedFileHandle(path: path, fd: fd, header: header, keys: fk, plaintextSize: size, writable: writable, files: self, epoch: epoch)
+    func makeHandle(
+        path: String, fd: Int32, header: FileHeader, keys fk: FileKeys, size: Int64, writable: Bool, epoch: UInt64, journaled: Bool, committed: Bool
+    ) -> ProtectedFileHandle {
+        let h = ProtectedFileHandle(
+            path: path, fd: fd, header: header, keys: fk, plaintextSize: size, writable: writable, files: self, epoch: epoch,
+            journaled: journaled, committed: committed)
         if let live = liveLock {
             live.register(h)
             if live.currentEpoch() != epoch && live.revokes(header.protectionClass) { h.revoke(.locked(header.protectionClass)) }
@@ -191,13 +195,18 @@ public final class ProtectedFiles: Sendable {
     ///
     /// Class `completeUnlessOpen` can be created while locked: its per-file key
     /// is sealed to the class public key.
+    ///
+    /// The new file is committed by its first `sync()`: from then on in-place
+    /// changes are journaled (FORMAT.md §6.7). Before it, like any file never
+    /// fsynced, a crash can leave it missing, empty or failing authentication.
     /// - Throws: `.alreadyExists`, `.locked`, `.invalidArgument` (bad options), `.io`.
     public func create(_ path: String, protection: ProtectionClass) throws(ProtectionError) -> ProtectedFileHandle {
-        try create(path, protection: protection, reportedAs: path)
+        try create(path, protection: protection, reportedAs: path, journaled: true)
     }
 
     /// `create`, with errors about the file attributed to `shown` (the destination of an atomic replace, not its temporary name).
-    func create(_ path: String, protection: ProtectionClass, reportedAs shown: String) throws(ProtectionError) -> ProtectedFileHandle {
+    /// A replace's temporary file is not `journaled`: the rename makes it atomic.
+    func create(_ path: String, protection: ProtectionClass, reportedAs shown: String, journaled: Bool) throws(ProtectionError) -> ProtectedFileHandle {
         guard let shift = options.chunkShift else {
             throw ProtectionError(.invalidArgument, "unable to create '\(path)': chunk size \(options.chunkSize) is not a power of two from 4 KiB to 16 MiB", path: path)
         }
@@ -225,7 +234,7 @@ public final class ProtectedFiles: Sendable {
             do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) } catch {
                 throw ProtectionError.errno(error.errno, "create", path)
             }
-            let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch)
+            let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false)
             do throws(ProtectionError) {
                 do throws(SystemError) {
                     try header.encoded().span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
@@ -245,9 +254,19 @@ public final class ProtectedFiles: Sendable {
     /// Opens the protected file at `path` for reading, or for reading and writing.
     ///
     /// Verifies the header (key wrap and MAC) and the last chunk, so `size` is authenticated.
+    /// Opening for writing first finishes any change a crash interrupted (`recover`);
+    /// opening for reading does so only if the file fails authentication, then tries again.
     /// - Throws: `.notFound`, `.notProtected`, `.unsupportedVersion`, `.corruptHeader`,
     ///   `.authenticationFailed`, `.locked`, `.io`.
     public func open(_ path: String, forWriting: Bool = false) throws(ProtectionError) -> ProtectedFileHandle {
+        if forWriting {
+            try recoverBeforeWriting(path)
+            return try openNow(path, forWriting: true)
+        }
+        return try retryingAfterRecovery(path) { () throws(ProtectionError) in try openNow(path, forWriting: false) }
+    }
+
+    private func openNow(_ path: String, forWriting: Bool) throws(ProtectionError) -> ProtectedFileHandle {
         let fd: Int32
         do throws(SystemError) { fd = try io.open(path, flags: forWriting ? O_RDWR : O_RDONLY, mode: 0) } catch {
             throw ProtectionError.errno(error.errno, "open", path)
@@ -260,7 +279,7 @@ public final class ProtectedFiles: Sendable {
             }
             let epoch = liveLock?.currentEpoch() ?? 0
             let fk = try fileKeys(for: header, raw: prefix)
-            let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: size, writable: forWriting, epoch: epoch)
+            let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: size, writable: forWriting, epoch: epoch, journaled: true, committed: true)
             try h.verifyLastChunk(prefix: prefix)
             return h
         } catch {
@@ -331,7 +350,7 @@ public final class ProtectedFiles: Sendable {
         let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
         let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
         let h: ProtectedFileHandle
-        do throws(ProtectionError) { h = try create(tmp, protection: protection, reportedAs: path) } catch { throw error.retargeted(path, "write") }
+        do throws(ProtectionError) { h = try create(tmp, protection: protection, reportedAs: path, journaled: false) } catch { throw error.retargeted(path, "write") }
         do throws(ProtectionError) {
             try fill(h)
             try h.sync()
@@ -341,6 +360,8 @@ public final class ProtectedFiles: Sendable {
                 try io.rename(tmp, to: path)
                 try io.syncDirectory(of: path)
             } catch { throw ProtectionError.errno(error.errno, "replace", path) }
+            // A journal left by an interrupted change of the old file is about that file (its identifier): drop it.
+            _ = try? JournalRecoverer(io: io, dataPath: path).run()
         } catch {
             h.close()
             try? io.unlink(tmp)

@@ -1,5 +1,9 @@
 import ProtectionCrypto
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The fixed-size header of a protected file, format v1 (see FORMAT.md §3).
 ///
 /// Encoding and parsing here are pure: no I/O and no keys. Authentication of
@@ -68,7 +72,7 @@ struct FileHeader: Equatable, Sendable {
     /// - Throws: `.notProtected` (magic), `.unsupportedVersion`, `.unsupportedFeature`,
     ///   `.corruptHeader` (any field out of range); messages name no file (the caller adds it).
     static func parse(_ bytes: [UInt8]) throws(ProtectionError) -> FileHeader {
-        guard bytes.count >= 8, bytes[0..<8].elementsEqual(magic) else {
+        guard bytes.count >= 8, bytes.withUnsafeBytes({ b in magic.withUnsafeBytes { memcmp(b.baseAddress!, $0.baseAddress!, 8) == 0 } }) else {
             throw ProtectionError(.notProtected, "it is not a protected file (no protected-file magic); protect it with `dpctl protect`")
         }
         guard bytes.count >= fixedSize else { throw ProtectionError(.corruptHeader, "the header is truncated (\(bytes.count) of \(size) bytes); restore the file from a backup") }

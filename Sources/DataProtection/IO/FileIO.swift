@@ -32,6 +32,14 @@ public protocol FileIO: Sendable {
     /// so an atomic replace keeps them (e.g. the container's exclude-from-backup flag).
     /// The default implementation is in FileIO+Attributes.swift.
     func copyUserAttributes(from source: String, to destination: String) throws(SystemError)
+    /// Takes an exclusive OFD lock on the whole file without waiting (`fcntl(F_OFD_SETLK, F_WRLCK)`);
+    /// false when another open file description holds a conflicting lock.
+    /// The default implementation is in FileIO+Locks.swift.
+    func tryLockExclusive(_ fd: Int32) throws(SystemError) -> Bool
+    /// Drops every OFD lock held through `fd` (`fcntl(F_OFD_SETLK, F_UNLCK)`). Default in FileIO+Locks.swift.
+    func unlock(_ fd: Int32)
+    /// `fstat(2)`'s device and inode numbers: which file `fd` is. Default in FileIO+Locks.swift.
+    func identity(_ fd: Int32) throws(SystemError) -> (device: UInt64, inode: UInt64)
 }
 
 /// An errno from a system call.
