@@ -23,9 +23,9 @@ func wrappedFileKey(_ keys: any ClassKeyProvider, _ c: ProtectionClass) throws -
 }
 
 /// Unwraps one per-file key per scaled iteration.
-func unwrapBenchmark(_ name: String, _ c: ProtectionClass, keys: @escaping @Sendable () throws -> any ClassKeyProvider) {
+func unwrapBenchmark(_ name: String, _ c: ProtectionClass, _ tolerance: AllocationTolerance, keys: @escaping @Sendable () throws -> any ClassKeyProvider) {
     let fixture = Fixture<(any ClassKeyProvider, [UInt8], UInt32, [UInt8])>()
-    Benchmark(name, configuration: .init(scalingFactor: .kilo)) { benchmark in
+    Benchmark(name, configuration: configuration(tolerance, scalingFactor: .kilo)) { benchmark in
         let (provider, wrapped, generation, ad) = fixture.get
         try wrapped.withUnsafeBytes { w in
             try ad.withUnsafeBytes { a in
@@ -56,13 +56,13 @@ func memoryKeys() throws -> InMemoryClassKeys {
 
 let benchmarks: @Sendable () -> Void = {
     joinFreshSessionKeyring()
-    Benchmark.defaultConfiguration = .init(metrics: recordedMetrics, maxDuration: .seconds(3), thresholds: allocationThresholds)
+    Benchmark.defaultConfiguration = configuration(.exact)
 
-    unwrapBenchmark("key fetch + per-file key unwrap, complete, kernel keyring", .complete) { try fastDomain().files.keys }
-    unwrapBenchmark("per-file key unwrap, complete, key in process", .complete) { try memoryKeys() }
-    unwrapBenchmark("per-file key unwrap, completeUnlessOpen (sealed box), key in process", .completeUnlessOpen) { try memoryKeys() }
+    unwrapBenchmark("key fetch + per-file key unwrap, complete, kernel keyring", .complete, .exact) { try fastDomain().files.keys }
+    unwrapBenchmark("per-file key unwrap, complete, key in process", .complete, .none) { try memoryKeys() }
+    unwrapBenchmark("per-file key unwrap, completeUnlessOpen (sealed box), key in process", .completeUnlessOpen, .exact) { try memoryKeys() }
 
-    Benchmark("open+close of a 4 KiB class complete file, kernel keyring", configuration: .init(scalingFactor: .kilo)) { benchmark in
+    Benchmark("open+close of a 4 KiB class complete file, kernel keyring", configuration: configuration(.exact, scalingFactor: .kilo)) { benchmark in
         let files = try fastDomain().files, path = "\(scratchDirectory)/open-complete"
         for _ in benchmark.scaledIterations { try files.open(path).close() }
     } setup: {
@@ -71,7 +71,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // Each iteration locks (unmeasured), then measures one unlock: Argon2id (libsodium's interactive preset) and the keyring adds.
     let slow = Fixture<ProtectionDomain>()
-    Benchmark("unlock, Argon2id interactive preset", configuration: .init(maxDuration: .seconds(5), maxIterations: 20)) { benchmark in
+    Benchmark("unlock, Argon2id interactive preset", configuration: configuration(.threaded, maxDuration: .seconds(5), maxIterations: 20)) { benchmark in
         try slow.get.lock()
         benchmark.startMeasurement()
         try slow.get.unlock(passphrase: try SecretBytes(utf8: "benchmark"))
@@ -82,7 +82,7 @@ let benchmarks: @Sendable () -> Void = {
     // Each iteration opens N complete files (unmeasured), measures `lock` (evict keys, revoke and wipe every handle,
     // collect acknowledgements), then closes the handles and unlocks again (unmeasured).
     for n in [1, 100, 1000] {
-        Benchmark("lock with \(n) open complete handles", configuration: .init(maxDuration: .seconds(5), maxIterations: 200)) { benchmark in
+        Benchmark("lock with \(n) open complete handles", configuration: configuration(.threaded, maxDuration: .seconds(5), maxIterations: 200)) { benchmark in
             let d = try fastDomain()
             let handles = try (0..<n).map { try d.files.open("\(scratchDirectory)/lock-\($0 % 10)") }
             benchmark.startMeasurement()

@@ -15,7 +15,7 @@ func coordinatedBenchmarks() {
     for (name, files) in contenders {
         let path = "\(scratchDirectory)/whole-\(name)"
         // An atomic replace: temporary file, fsync, rename, directory fsync (a coordinated forReplacing write when coordinated).
-        Benchmark("whole-file 4 KiB atomic write, \(name)") { _ in
+        Benchmark("whole-file 4 KiB atomic write, \(name)", configuration: configuration(.threaded)) { _ in
             try files.write(payload, to: path, protection: .complete)
         } teardown: {
             try? FileManager.default.removeItem(atPath: path)

@@ -17,7 +17,7 @@ nonisolated(unsafe) let megabyte: UnsafeMutableRawBufferPointer = {
 }()
 
 let benchmarks: @Sendable () -> Void = {
-    Benchmark.defaultConfiguration = .init(metrics: recordedMetrics, maxDuration: .seconds(3), thresholds: allocationThresholds)
+    Benchmark.defaultConfiguration = configuration(.exact)
     sequentialBenchmarks()
     smallFileBenchmarks()
     randomAccessBenchmarks()

@@ -12,8 +12,7 @@ func smallFileBenchmarks() {
     let count = Scale.smallFiles
     let files = ProtectedFiles(keys: classKeys)
     let payload = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(megabyte)[0..<4096])
-    let config = Benchmark.Configuration(
-        metrics: recordedMetrics, warmupIterations: 0, maxDuration: .seconds(10), maxIterations: 5, thresholds: allocationThresholds)
+    let config = configuration(.exact, warmupIterations: 0, maxDuration: .seconds(10), maxIterations: 5)
     let writeRoot = "\(scratchDirectory)/small-write", readRoot = "\(scratchDirectory)/small-read"
     let round = Fixture<Int>()
 
