@@ -5,6 +5,19 @@
 //   swift package benchmark thresholds check                      # fail (exit 2) when allocation counts regress
 import PackageDescription
 
+/// An ordo-one benchmark executable whose sources are in Benchmarks/NAME.
+func benchmarkTarget(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
+    .executableTarget(
+        name: name,
+        dependencies: [.product(name: "Benchmark", package: "benchmark")] + dependencies,
+        path: "Benchmarks/\(name)",
+        plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    )
+}
+
+/// A product of the library package (../).
+func library(_ name: String) -> Target.Dependency { .product(name: name, package: "swift-data-protection") }
+
 let package = Package(
     name: "swift-data-protection-benchmarks",
     platforms: [.macOS(.v15)],
@@ -13,15 +26,7 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.0", traits: ["MallocInterposer"]),
     ],
     targets: [
-        .executableTarget(
-            name: "CoordinationBenchmarks",
-            dependencies: [
-                .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "FileCoordination", package: "swift-data-protection"),
-            ],
-            path: "Benchmarks/CoordinationBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
+        benchmarkTarget("CoordinationBenchmarks", [library("FileCoordination")]),
         // What the protected-file and key benchmarks share: sizes from the environment, scratch files, thresholds.
         .target(
             name: "BenchmarkSupport",
@@ -29,29 +34,10 @@ let package = Package(
             path: "Benchmarks/BenchmarkSupport"
         ),
         // Protected-file I/O with in-memory class keys: sequential, many small files, random 4 KiB, coordinated.
-        .executableTarget(
-            name: "ProtectedFileBenchmarks",
-            dependencies: [
-                "BenchmarkSupport",
-                .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "DataProtection", package: "swift-data-protection"),
-                .product(name: "FileCoordination", package: "swift-data-protection"),
-                .product(name: "ProtectionCrypto", package: "swift-data-protection"),
-            ],
-            path: "Benchmarks/ProtectedFileBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
+        benchmarkTarget(
+            "ProtectedFileBenchmarks",
+            ["BenchmarkSupport", library("DataProtection"), library("FileCoordination"), library("ProtectionCrypto")]),
         // A real domain in the kernel keyring (own session keyring): key fetch, unwrap, unlock, lock with open handles.
-        .executableTarget(
-            name: "KeyBenchmarks",
-            dependencies: [
-                "BenchmarkSupport",
-                .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "DataProtection", package: "swift-data-protection"),
-                .product(name: "ProtectionCrypto", package: "swift-data-protection"),
-            ],
-            path: "Benchmarks/KeyBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
+        benchmarkTarget("KeyBenchmarks", ["BenchmarkSupport", library("DataProtection"), library("ProtectionCrypto")]),
     ]
 )

@@ -21,7 +21,7 @@ func randomAccessBenchmarks() {
     let mib = Scale.largeMiB
     let files = ProtectedFiles(keys: classKeys)
     let offsets = randomOffsets(count: 1 << 16, mib: mib)
-    // Figures are per operation (scaling factor kilo): a read or write of a 4 KiB block allocates nothing.
+    // 1,000 operations per measured iteration (scaling factor kilo): a read or write of a 4 KiB block allocates nothing.
     let config = configuration(.none, scalingFactor: .kilo, maxIterations: 1000)
     let path = "\(scratchDirectory)/random-\(mib)", plainPath = "\(scratchDirectory)/random-plain-\(mib)"
     let handle = Fixture<ProtectedFileHandle>(), plainFD = Fixture<Int32>()
