@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
         // Secrets and primitives that appear in DataProtection's API (SecretBytes, ClassKey material).
         .library(name: "ProtectionCrypto", targets: ["ProtectionCrypto"]),
+        // The kernel keyring, for embedders that manage session keyrings themselves (and the benchmarks).
+        .library(name: "KernelKeyring", targets: ["KernelKeyring"]),
         .executable(name: "dpctl", targets: ["dpctl"]),
     ],
     dependencies: [

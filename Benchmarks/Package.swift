@@ -38,6 +38,6 @@ let package = Package(
             "ProtectedFileBenchmarks",
             ["BenchmarkSupport", library("DataProtection"), library("FileCoordination"), library("ProtectionCrypto")]),
         // A real domain in the kernel keyring (own session keyring): key fetch, unwrap, unlock, lock with open handles.
-        benchmarkTarget("KeyBenchmarks", ["BenchmarkSupport", library("DataProtection"), library("ProtectionCrypto")]),
+        benchmarkTarget("KeyBenchmarks", ["BenchmarkSupport", library("DataProtection"), library("ProtectionCrypto"), library("KernelKeyring")]),
     ]
 )
