@@ -178,7 +178,13 @@ extension ProtectedFiles {
             let claimed: Bool
             do throws(SystemError) {
                 let fd = descriptor(made)
-                claimed = try io.tryLockExclusive(fd) ? try io.names(tmp, fd) : false
+                if try io.tryLockExclusive(fd) {
+                    // Once more on failure: a transient fault here would strand the file (not knowing
+                    // whether the name is still ours, we may not unlink it).
+                    do { claimed = try io.names(tmp, fd) } catch { claimed = try io.names(tmp, fd) }
+                } else {
+                    claimed = false
+                }
             } catch {
                 abandon(made)
                 throw ProtectionError.errno(error.errno, "lock the temporary file of", path)
