@@ -1,6 +1,7 @@
 // dp-keybench: the figures of BENCHMARKS.md "Keys, unlock and rotation", measured side by side in one run.
 //
 // Usage: swift run -c release dp-keybench [--files N] [--runs R]
+//        swift run -c release dp-keybench random-writes [--writes N] [--rounds R] [--dir D]  (RandomWrites.swift)
 // Runs in its own session keyring (keys under @s) and a throwaway directory under /tmp.
 import DataProtection
 import Foundation
@@ -8,6 +9,10 @@ import KernelKeyring
 import ProtectionCrypto
 
 let args = CommandLine.arguments
+if args.count > 1 && args[1] == "random-writes" {
+    try randomWrites(Array(args.dropFirst(2)))
+    exit(0)
+}
 func option(_ name: String, _ fallback: Int) -> Int {
     guard let i = args.firstIndex(of: name), i + 1 < args.count, let v = Int(args[i + 1]) else { return fallback }
     return v

@@ -37,7 +37,7 @@ enum Exit: Int32, CaseIterable {
         case .unsupported: "written by a newer version, or a cipher this CPU lacks"
         case .wrongPassphrase: "wrong passphrase or recovery key"
         case .insecurePermissions: "a secret's file or directory is accessible to others; the message gives the chmod"
-        case .busy: "another process held the file (file coordination) past the timeout; try again"
+        case .busy: "another process held the file (file coordination) past the timeout, or (`repair`) a live writer holds a journal or temporary file; try again"
         }
     }
 

@@ -146,10 +146,11 @@ func isDirectory(_ p: String) -> Bool {
     return lstat(p, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
 }
 
-/// Calls `visit` for each regular file below `dir` (sorted, symbolic links not followed, temporary files skipped).
+/// Calls `visit` for each regular file below `dir` (sorted, symbolic links not followed,
+/// temporary files and rollback journals skipped).
 func walkFiles(_ dir: String, _ visit: (String) throws -> Void) throws {
     let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
-    for n in names where !(n.hasPrefix(".") && n.hasSuffix(".tmp")) {
+    for n in names where !(n.hasPrefix(".") && n.hasSuffix(".tmp")) && !ProtectedFiles.isInternalFile(named: n) {
         let p = dir == "/" ? "/\(n)" : "\(dir)/\(n)"
         var st = stat()
         guard lstat(p, &st) == 0 else { continue }

@@ -173,13 +173,13 @@ _dpctl() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|backup-excludes|backup-list|purge|bundle|help)
+    init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|help)
         # Offer subcommand argument completions
         "_dpctl_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover rotate wipe put cat ls protect unprotect set-class backup-excludes backup-list purge bundle help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover rotate wipe put cat ls protect unprotect set-class repair backup-excludes backup-list purge bundle help' -- "${cur}"))
         ;;
     esac
 }
@@ -495,6 +495,14 @@ _dpctl_set-class() {
         return
         ;;
     esac
+}
+
+_dpctl_repair() {
+    repeating_flags=()
+    non_repeating_flags=(-h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __dpctl_offer_flags_options -1
 }
 
 _dpctl_backup-excludes() {

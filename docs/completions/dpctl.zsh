@@ -63,6 +63,7 @@ _dpctl() {
             'protect:Convert ordinary files (or whole trees) into protected files in place, each atomically.'
             'unprotect:Convert protected files (or whole trees) back into ordinary files in place, each atomically.'
             'set-class:Move protected files to another class by rewrapping their per-file keys (headers only).'
+            'repair:Finish what a crash interrupted: roll journals back (or forward) and remove dead writers'\'' temporary files.'
             'backup-excludes:Print the exclude list of a container for restic, borg, rsync or GNU tar.'
             'backup-list:Show what a backup of a container holds, with sizes (ciphertext bytes).'
             'purge:Delete what containers hold in tmp and Library/Caches, oldest first.'
@@ -73,7 +74,7 @@ _dpctl() {
         ;;
     arg)
         case "${words[1]}" in
-        init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|backup-excludes|backup-list|purge|bundle|help)
+        init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|help)
             "_dpctl_${words[1]}" && ret=0
             ;;
         esac
@@ -277,6 +278,17 @@ _dpctl_set-class() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--class[The new protection class.]:class:{__dpctl_complete "${___class[@]}"}'
+        '*:paths:'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_repair() {
+    local -i ret=1
+    local -ar arg_specs=(
         '*:paths:'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

@@ -12,15 +12,21 @@ enum FileTree {
         switch st.st_mode & S_IFMT {
         case S_IFREG: try visit(path)
         case S_IFDIR:
-            guard let dir = opendir(path) else { throw ProtectionError.errno(errno, "list", path) }
-            var names: [String] = []
-            while let e = readdir(dir) {
-                let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                if name != "." && name != ".." { names.append(name) }
-            }
-            closedir(dir)
-            for n in names.sorted() { try walk(path == "/" ? "/\(n)" : "\(path)/\(n)", visit) }
+            for n in try names(in: path) { try walk(path == "/" ? "/\(n)" : "\(path)/\(n)", visit) }
         default: return
         }
+    }
+
+    /// The names in directory `path`, sorted, without "." and "..".
+    /// - Throws: `.notFound`, `.io` if it cannot be listed.
+    static func names(in path: String) throws(ProtectionError) -> [String] {
+        guard let dir = opendir(path) else { throw ProtectionError.errno(errno, "list", path) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let e = readdir(dir) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
     }
 }

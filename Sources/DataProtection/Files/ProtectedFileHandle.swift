@@ -202,6 +202,9 @@ public final class ProtectedFileHandle: Sendable {
         }
     }
 
+    /// The file descriptor (-1 once closed): a replace locks its temporary file through it.
+    var descriptor: Int32 { state.withLock { $0.fd } }
+
     /// Closes the file and wipes its keys; later calls fail with `.badHandle`.
     ///
     /// A handle that changed a committed file commits first (as `sync()` does),

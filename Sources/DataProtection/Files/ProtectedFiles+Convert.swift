@@ -32,23 +32,29 @@ extension ProtectedFiles {
     }
 
     private func unprotectNow(_ path: String) throws(ProtectionError) {
-        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
-        let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
-        let fd: Int32
-        do throws(SystemError) { fd = try io.open(tmp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o600) } catch {
-            throw ProtectionError.errno(error.errno, "unprotect", path)
-        }
+        let (fd, tmp) = try claimTemporary(
+            for: path,
+            create: { (tmp) throws(ProtectionError) in
+                do throws(SystemError) { return try io.open(tmp, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) } catch {
+                    throw ProtectionError.errno(error.errno, "unprotect", path)
+                }
+            },
+            descriptor: { $0 }, abandon: { io.close($0) })
+        var renamed = false
         do throws(ProtectionError) {
             try read(path, into: fd)
             do throws(SystemError) {
                 try io.fsync(fd)
-                io.close(fd)
                 try io.rename(tmp, to: path)
+                renamed = true
+                io.close(fd)  // the temporary file's lock goes with it, once its name is gone
                 try io.syncDirectory(of: path)
             } catch { throw ProtectionError.errno(error.errno, "unprotect", path) }
         } catch {
-            io.close(fd)
-            try? io.unlink(tmp)
+            if !renamed {
+                try? io.unlink(tmp)
+                io.close(fd)
+            }
             throw error.about(path, "unprotect")
         }
     }

@@ -35,15 +35,27 @@ extension ProtectedFiles {
     /// Afterwards the file holds exactly its contents as of its last `sync()`
     /// (or the completed truncate). Running it again, or after a crash during
     /// recovery, is safe.
+    ///
+    /// It also removes the temporary file `.<name>.dp.tmp` that a whole-file writer
+    /// of `path` died with (FORMAT.md §6.6), never one a live writer holds; the
+    /// outcome is about the journal only. `recoverTree(_:)` reports both, and finds
+    /// temporary files under other names too.
     /// - Throws: `.io` for file-system failures (the journal then stays for the next attempt).
     @discardableResult
     public func recover(_ path: String) throws(ProtectionError) -> JournalRecovery {
-        do throws(ProtectionError) { return try JournalRecoverer(io: io, dataPath: path).run() } catch { throw error.about(path, "recover") }
+        do throws(ProtectionError) {
+            let outcome = try JournalRecoverer(io: io, dataPath: path).run()
+            try sweepTemporary(of: path)
+            return outcome
+        } catch { throw error.about(path, "recover") }
     }
 
-    /// The recovery a writable open runs first: one failed `open` when there is no journal.
+    /// The recovery a writable open runs first: one failed `open` when there is no journal, and one
+    /// more when no whole-file writer died with its temporary file (FORMAT.md §6.6).
     func recoverBeforeWriting(_ path: String) throws(ProtectionError) {
         do throws(ProtectionError) { _ = try JournalRecoverer(io: io, dataPath: path).run() } catch { throw error.about(path, "open") }
+        // Housekeeping only: a temporary file that cannot be removed does not stop the open.
+        try? sweepTemporary(of: path)
     }
 
     /// Runs `body` (a read); if it fails authentication and an interrupted change left a journal,
@@ -95,18 +107,11 @@ struct JournalRecoverer {
             do throws(SystemError) {
                 guard try io.tryLockExclusive(jfd) else { return .inUse }
                 // Another process may have removed the journal between our open and our lock.
-                guard try stillNamed(jfd) else { continue }
+                guard try io.names(journal, jfd) else { continue }
             } catch { throw .errno(error.errno, "lock the journal of", dataPath) }
             return try recover(jfd)
         }
         return .inUse
-    }
-
-    private func stillNamed(_ jfd: Int32) throws(SystemError) -> Bool {
-        let other: Int32
-        do { other = try io.open(journal, flags: O_RDONLY, mode: 0) } catch where error.errno == ENOENT { return false }
-        defer { io.close(other) }
-        return try io.identity(other) == io.identity(jfd)
     }
 
     /// Recovery proper, with the journal open and locked.

@@ -346,27 +346,38 @@ public final class ProtectedFiles: Sendable {
         try coordinated(path, writing: true) { () throws(ProtectionError) in try replaceNow(path, protection: protection, fill: fill) }
     }
 
+    /// Fills a locked temporary file, fsyncs it, renames it over `path` (still holding the lock), fsyncs the directory.
     private func replaceNow(_ path: String, protection: ProtectionClass, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
-        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
-        let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
-        let h: ProtectedFileHandle
-        do throws(ProtectionError) { h = try create(tmp, protection: protection, reportedAs: path, journaled: false) } catch { throw error.retargeted(path, "write") }
+        let (h, tmp) = try makeTemporary(for: path, protection: protection)
+        var renamed = false
         do throws(ProtectionError) {
             try fill(h)
             try h.sync()
-            h.close()
             do throws(SystemError) {
                 try io.copyUserAttributes(from: path, to: tmp)
                 try io.rename(tmp, to: path)
+                renamed = true
+                // The lock goes with the descriptor: only now that the temporary name is gone.
+                h.close()
                 try io.syncDirectory(of: path)
             } catch { throw ProtectionError.errno(error.errno, "replace", path) }
             // A journal left by an interrupted change of the old file is about that file (its identifier): drop it.
             _ = try? JournalRecoverer(io: io, dataPath: path).run()
         } catch {
-            h.close()
-            try? io.unlink(tmp)
+            if !renamed {
+                try? io.unlink(tmp)  // still ours: we hold its lock, so nobody else can have changed the name
+                h.close()
+            }
             throw error.retargeted(path, "write").about(path, "write")
         }
+    }
+
+    /// Creates and locks the temporary file of a replace of `path` (FORMAT.md §6.6).
+    private func makeTemporary(for path: String, protection: ProtectionClass) throws(ProtectionError) -> (ProtectedFileHandle, String) {
+        try claimTemporary(
+            for: path,
+            create: { (tmp) throws(ProtectionError) in try create(tmp, protection: protection, reportedAs: path, journaled: false) },
+            descriptor: { $0.descriptor }, abandon: { $0.close() })
     }
 }
 
