@@ -4,7 +4,6 @@
 //   crash-worker run <op> <root>            the operation; prints "START", "ACK k" per durable step,
 //                                           then "IOOPS n", "JOURNALED true|false" and "ELAPSED_US t"
 //   crash-worker verify <op> <root> <acked> opens everything afresh; prints the verdict, exits 1 on a violation
-//                                           (file temporaries count only with DP_CRASH_STRICT_TEMPORARIES set)
 //
 // With CRASH_KILL_AFTER=N, `run` raises SIGKILL on itself right after its Nth
 // disk-changing I/O call (see KillingIO). Every line goes out with write(2), so
@@ -103,7 +102,7 @@ case "verify":
     let v = scenario.verify(acked: acked)
     say("VERDICT \(v.summary)")
     for line in v.details { say(line) }
-    exit(v.ok(strict: getenv("DP_CRASH_STRICT_TEMPORARIES") != nil) ? 0 : 1)
+    exit(v.ok ? 0 : 1)
 default:
     fail("unknown command '\(args[1])'")
 }
