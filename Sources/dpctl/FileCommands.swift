@@ -14,6 +14,8 @@ struct Put: ParsableCommand {
     var protectionClass: ProtectionClass
     @Option(help: ArgumentHelp("Read the plaintext from this file instead of standard input.", valueName: "path"))
     var from: String?
+    @Flag(help: "Skip the fsyncs: still atomic for readers, but a power failure soon after may leave the old file or one that fails authentication.")
+    var noSync = false
     @Argument(help: "The protected file to write (replaced if it exists).") var path: String
 
     func run() throws {
@@ -24,7 +26,7 @@ struct Put: ParsableCommand {
             guard fd >= 0 else { throw ProtectionError(errno == ENOENT ? .notFound : .io(errno), "unable to read '\(from)': \(String(cString: strerror(errno)))", path: from) }
         }
         defer { if fd != 0 { close(fd) } }
-        try d.files.write(contentsOf: fd, to: path, protection: protectionClass)
+        try d.files.write(contentsOf: fd, to: path, protection: protectionClass, durable: !noSync)
     }
 }
 

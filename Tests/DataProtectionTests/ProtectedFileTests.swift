@@ -1,6 +1,7 @@
 import Foundation
 @testable import DataProtection
 import ProtectionCrypto
+import Synchronization
 import XCTest
 
 final class ProtectedFileTests: XCTestCase {
@@ -28,6 +29,26 @@ final class ProtectedFileTests: XCTestCase {
         }
         // No temporary litter from the atomic writes.
         XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: dir).contains { $0.hasSuffix(".tmp") })
+    }
+
+    /// A streamed whole-file write fsyncs the file and its directory unless told not to; either way
+    /// the replacement is complete and reads back.
+    func testStreamedWriteIsDurableUnlessToldNot() throws {
+        let dir = try temporaryDirectory(self)
+        let io = FsyncCountingIO()
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), io: io)
+        let source = "\(dir)/plain", target = "\(dir)/f"
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try Data(bytes).write(to: URL(fileURLWithPath: source))
+        for durable in [true, false] {
+            let fd = open(source, O_RDONLY)
+            defer { close(fd) }
+            let before = io.fsyncs.load(ordering: .relaxed)
+            try files.write(contentsOf: fd, to: target, protection: .complete, durable: durable)
+            let synced = io.fsyncs.load(ordering: .relaxed) - before
+            if durable { XCTAssertGreaterThanOrEqual(synced, 2, "file and directory") } else { XCTAssertEqual(synced, 0) }
+            XCTAssertEqual(try files.read(target), bytes)
+        }
     }
 
     func testDefaultsAreMeasuredChoices() {
@@ -140,4 +161,19 @@ final class ProtectedFileTests: XCTestCase {
         XCTAssertEqual(try files.read(path), model)
         print("model test: \(steps) random operations matched the in-memory model")
     }
+}
+
+/// The real system calls, counting `fsync`s.
+final class FsyncCountingIO: FileIO {
+    let real = SystemFileIO()
+    let fsyncs = Atomic<Int>(0)
+    func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 { try real.open(path, flags: flags, mode: mode) }
+    func close(_ fd: Int32) { real.close(fd) }
+    func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pread(fd, into: b, at: o) }
+    func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pwrite(fd, from: b, at: o) }
+    func fsync(_ fd: Int32) throws(SystemError) { fsyncs.add(1, ordering: .relaxed); try real.fsync(fd) }
+    func ftruncate(_ fd: Int32, to s: Int64) throws(SystemError) { try real.ftruncate(fd, to: s) }
+    func size(_ fd: Int32) throws(SystemError) -> Int64 { try real.size(fd) }
+    func rename(_ a: String, to b: String) throws(SystemError) { try real.rename(a, to: b) }
+    func unlink(_ p: String) throws(SystemError) { try real.unlink(p) }
 }

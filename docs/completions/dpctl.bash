@@ -394,7 +394,7 @@ _dpctl_wipe() {
 
 _dpctl_put() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--no-sync -h --help)
     repeating_options=()
     non_repeating_options=(--home --class --from)
     __dpctl_offer_flags_options 1

@@ -213,6 +213,7 @@ _dpctl_put() {
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--class[Protection class (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).]:class:{__dpctl_complete "${___class[@]}"}'
         '--from[Read the plaintext from this file instead of standard input.]:path:'
+        '--no-sync[Skip the fsyncs\: still atomic for readers, but a power failure soon after may leave the old file or one that fails authentication.]'
         ':path:'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

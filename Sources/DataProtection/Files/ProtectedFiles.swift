@@ -126,8 +126,13 @@ public final class ProtectedFiles: Sendable {
 
     /// Atomically replaces `path` with a protected copy of everything readable from `source`
     /// (a file descriptor: a plain file, a pipe, standard input), in O(chunk) memory.
-    public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass) throws(ProtectionError) {
-        try replace(path, protection: protection) { (h) throws(ProtectionError) in
+    ///
+    /// - Parameter durable: fsync the new file and its directory before returning (the default).
+    ///   With `false` the replacement is still atomic for readers, but a power failure soon after
+    ///   may leave the old file, or a new one that fails authentication (never wrong plaintext);
+    ///   for bulk imports that sync later, and for comparisons with tools that do not fsync.
+    public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass, durable: Bool = true) throws(ProtectionError) {
+        try replace(path, protection: protection, durable: durable) { (h) throws(ProtectionError) in
             let cap = ProtectedFileHandle.batchChunks(chunkSize: h.chunkSize) * h.chunkSize
             let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64)
             defer { buf.deallocate() }
@@ -342,24 +347,25 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Writes a new protected file to a temporary name beside `path`, then renames it over `path`.
-    func replace(_ path: String, protection: ProtectionClass, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
-        try coordinated(path, writing: true) { () throws(ProtectionError) in try replaceNow(path, protection: protection, fill: fill) }
+    func replace(_ path: String, protection: ProtectionClass, durable: Bool = true, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
+        try coordinated(path, writing: true) { () throws(ProtectionError) in try replaceNow(path, protection: protection, durable: durable, fill: fill) }
     }
 
-    /// Fills a locked temporary file, fsyncs it, renames it over `path` (still holding the lock), fsyncs the directory.
-    private func replaceNow(_ path: String, protection: ProtectionClass, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
+    /// Fills a locked temporary file, fsyncs it, renames it over `path` (still holding the lock), fsyncs the directory
+    /// (the two fsyncs only when `durable`).
+    private func replaceNow(_ path: String, protection: ProtectionClass, durable: Bool, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
         let (h, tmp) = try makeTemporary(for: path, protection: protection)
         var renamed = false
         do throws(ProtectionError) {
             try fill(h)
-            try h.sync()
+            if durable { try h.sync() }
             do throws(SystemError) {
                 try io.copyUserAttributes(from: path, to: tmp)
                 try io.rename(tmp, to: path)
                 renamed = true
                 // The lock goes with the descriptor: only now that the temporary name is gone.
                 h.close()
-                try io.syncDirectory(of: path)
+                if durable { try io.syncDirectory(of: path) }
             } catch { throw ProtectionError.errno(error.errno, "replace", path) }
             // A journal left by an interrupted change of the old file is about that file (its identifier): drop it.
             _ = try? JournalRecoverer(io: io, dataPath: path).run()
