@@ -62,10 +62,7 @@ final class HostileEnvironmentTests: DpctlTestCase {
     // MARK: A read-only filesystem
 
     func testReadOnlyFilesystemStillReadsAndEveryWriteFailsNamingTheFile() throws {
-        let mnt = try mountTmpfs("ro", size: "4m")
-        useDomain(on: mnt)
-        try initDomain()
-        try ok(["unlock", "--passphrase-file", passphraseFile])
+        let mnt = try unlockedDomain(onTmpfs: "ro", size: "4m")
         try ok(["put", "--class", "complete", mnt + "/a"], input: Data("alpha".utf8))
         try ok(["put", "--class", "none", mnt + "/d"], input: Data("delta".utf8))
         let files = try libraryFiles()
@@ -86,14 +83,9 @@ final class HostileEnvironmentTests: DpctlTestCase {
         let changed = dir + "/changed"
         try write("changed", to: changed)
         for (args, path) in [(["put", "--class", "complete", mnt + "/a"], mnt + "/a"), (["put", "--class", "none", mnt + "/new"], mnt + "/new")] {
-            let r = try dpctl(args + ["--from", changed])  // not stdin: dpctl may stop before reading it
-            XCTAssertEqual(r.status, 74, r.stderr)
-            XCTAssertEqual(r.stderr.components(separatedBy: "dpctl: error:").count, 2, r.stderr)
-            XCTAssertTrue(r.stderr.contains("'\(path)'") && r.stderr.contains("read-only"), r.stderr)
+            try expectIOError(args + ["--from", changed], naming: path, "read-only")  // --from, not stdin: dpctl may stop before reading it
         }
-        let passwd = try dpctl(["passwd", "--passphrase-file", passphraseFile, "--new-passphrase-fd", "0"], input: Data("new passphrase\n".utf8))
-        XCTAssertEqual(passwd.status, 74, passwd.stderr)
-        XCTAssertTrue(passwd.stderr.contains("'\(home)/keybag'") && passwd.stderr.contains("read-only"), passwd.stderr)
+        try expectIOError(["passwd", "--passphrase-file", passphraseFile, "--new-passphrase-fd", "0"], input: Data("new passphrase\n".utf8), naming: home + "/keybag", "read-only")
         expectError(.io(EROFS), naming: mnt + "/lib", "read-only") { try files.write(Array("changed".utf8), to: mnt + "/lib", protection: .complete) }
         expectError(.io(EROFS), naming: mnt + "/new", "read-only") { _ = try files.create(mnt + "/new", protection: .complete) }
         expectError(.io(EROFS), naming: mnt + "/lib", "read-only") { _ = try files.open(mnt + "/lib", forWriting: true) }
@@ -110,10 +102,7 @@ final class HostileEnvironmentTests: DpctlTestCase {
     // MARK: A full disk
 
     func testFullDiskFailsNamingTheFileKeepsTheOldFileAndLeavesNoTemporaryFile() throws {
-        let mnt = try mountTmpfs("full", size: "2m")
-        useDomain(on: mnt)
-        try initDomain()
-        try ok(["unlock", "--passphrase-file", passphraseFile])
+        let mnt = try unlockedDomain(onTmpfs: "full", size: "2m")
         try ok(["put", "--class", "complete", mnt + "/f"], input: Data("original".utf8))
         let files = try libraryFiles()
         try files.write(Array("library original".utf8), to: mnt + "/lib", protection: .complete)
@@ -127,15 +116,10 @@ final class HostileEnvironmentTests: DpctlTestCase {
 
         // dpctl: replacing a file and creating one.
         for path in [mnt + "/f", mnt + "/g"] {
-            let r = try dpctl(["put", "--class", "complete", "--from", bigFile, path])
-            XCTAssertEqual(r.status, 74, r.stderr)
-            XCTAssertEqual(r.stderr.components(separatedBy: "dpctl: error:").count, 2, r.stderr)
-            XCTAssertTrue(r.stderr.contains("'\(path)'") && r.stderr.contains("free some space"), r.stderr)
+            try expectIOError(["put", "--class", "complete", "--from", bigFile, path], naming: path, "free some space")
         }
         // The keybag: a passphrase change cannot be written, and the old passphrase keeps working.
-        let passwd = try dpctl(["passwd", "--passphrase-file", passphraseFile, "--new-passphrase-fd", "0"], input: Data("new passphrase\n".utf8))
-        XCTAssertEqual(passwd.status, 74, passwd.stderr)
-        XCTAssertTrue(passwd.stderr.contains("'\(home)/keybag'") && passwd.stderr.contains("free some space"), passwd.stderr)
+        try expectIOError(["passwd", "--passphrase-file", passphraseFile, "--new-passphrase-fd", "0"], input: Data("new passphrase\n".utf8), naming: home + "/keybag", "free some space")
         XCTAssertEqual(try bytes(home + "/keybag"), keybag)
         try ok(["unlock", "--passphrase-file", passphraseFile])
         // The library: a whole-file write.
@@ -216,12 +200,16 @@ final class HostileEnvironmentTests: DpctlTestCase {
         XCTAssertEqual(r.status, 0, "remount \(mode): \(r.stderr)")
     }
 
-    /// Puts the domain's home and device directory on `mount`.
-    func useDomain(on mount: String) {
+    /// A new tmpfs (see `mountTmpfs`) holding the domain's home and device directory; the domain is created and unlocked.
+    func unlockedDomain(onTmpfs name: String, size: String) throws -> String {
+        let mount = try mountTmpfs(name, size: size)
         home = mount + "/home"
         devices = mount + "/devices"
         environment["DATAPROTECTION_HOME"] = home
         environment["DATAPROTECTION_DEVICE_DIR"] = devices
+        try initDomain()
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        return mount
     }
 
     /// The library in this process, with its own in-memory class keys.
@@ -265,6 +253,14 @@ final class HostileEnvironmentTests: DpctlTestCase {
     }
 
     func names(_ path: String) throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path).sorted() }
+
+    /// Runs dpctl, which must exit 74 (I/O) with one error naming `path` and containing `fix`.
+    func expectIOError(_ args: [String], input: Data = Data(), naming path: String, _ fix: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let r = try dpctl(args, input: input)
+        XCTAssertEqual(r.status, 74, r.stderr, file: file, line: line)
+        XCTAssertEqual(r.stderr.components(separatedBy: "dpctl: error:").count, 2, "one error: \(r.stderr)", file: file, line: line)
+        XCTAssertTrue(r.stderr.contains("'\(path)'") && r.stderr.contains(fix), r.stderr, file: file, line: line)
+    }
 
     /// Runs `body`, which must throw a `ProtectionError` with `code` whose message names `path` and contains `fix`.
     func expectError(_ code: ProtectionError.Code, naming path: String, _ fix: String, file: StaticString = #filePath, line: UInt = #line, _ body: () throws -> Void) {

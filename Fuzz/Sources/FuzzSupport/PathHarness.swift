@@ -136,7 +136,7 @@ public final class PathFuzzHarness {
         defer { closedir(dir) }
         var out: [String] = []
         while let ent = readdir(dir) {
-            let name = withUnsafeBytes(of: ent.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = entryName(ent)
             if name != "." && name != ".." { out.append(name) }
         }
         return out.sorted()
@@ -148,7 +148,7 @@ public final class PathFuzzHarness {
         rewinddir(dir)  // the duplicate shares its offset with `fd`, which an earlier walk left at the end
         var names: [String] = []
         while let ent = readdir(dir) {
-            let name = withUnsafeBytes(of: ent.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = entryName(ent)
             if name != "." && name != ".." { names.append(name) }
         }
         closedir(dir)

@@ -15,7 +15,7 @@ enum FileTree {
             guard let dir = opendir(path) else { throw ProtectionError.errno(errno, "list", path) }
             var names: [String] = []
             while let e = readdir(dir) {
-                let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                let name = entryName(e)
                 if name != "." && name != ".." { names.append(name) }
             }
             closedir(dir)
