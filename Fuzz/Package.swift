@@ -14,5 +14,7 @@ let package = Package(
         ]),
         .executableTarget(name: "FuzzHeader", dependencies: ["FuzzSupport", "CFuzz", .product(name: "DataProtection", package: "swift-data-protection")]),
         .executableTarget(name: "FuzzChunks", dependencies: ["FuzzSupport", "CFuzz", .product(name: "DataProtection", package: "swift-data-protection")]),
+        .executableTarget(name: "FuzzKeybag", dependencies: ["FuzzSupport", "CFuzz"]),
+        .executableTarget(name: "FuzzPath", dependencies: ["FuzzSupport", "CFuzz"]),
     ]
 )

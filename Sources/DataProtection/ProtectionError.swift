@@ -92,7 +92,7 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         case EEXIST: return ProtectionError(.alreadyExists, "unable to \(action) '\(path)': it already exists; remove it or choose another name", path: path)
         case EACCES, EPERM: fix = "; check its owner and permissions"
         case ENOSPC: fix = "; free some space on its filesystem"
-        case EROFS: fix = "; the filesystem is read-only"
+        case EROFS: fix = "; its filesystem is mounted read-only; remount it read-write (`mount -o remount,rw`) or use a writable location"
         case EDQUOT: fix = "; the disk quota is exhausted"
         default: fix = ""
         }

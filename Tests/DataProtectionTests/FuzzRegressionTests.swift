@@ -3,10 +3,24 @@ import Foundation
 import ProtectionCrypto
 import XCTest
 
-/// Replays the fuzzers' committed corpus and every input that ever crashed them
-/// (`Fuzz/Corpus/header`, `Fuzz/Regressions`) through the real reader: each must end
-/// in plaintext or a typed `ProtectionError`, never a crash.
+/// Replays the fuzzers' committed corpora and every input that ever crashed them
+/// (`Fuzz/Corpus/<target>`, `Fuzz/Regressions/<target>`): protected files through the real
+/// reader (plaintext or a typed `ProtectionError`, never a crash); keybags and path layouts
+/// through the fuzz targets' own harnesses (symbolic links to Fuzz/Sources/FuzzSupport), so
+/// the replay keeps the fuzzers' oracles: typed keybag errors, no escape from a container root.
 final class FuzzRegressionTests: XCTestCase {
+    let fuzz = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
+
+    /// The committed inputs of one target: its seed corpus, then its regressions.
+    func inputs(_ target: String) -> [(name: String, bytes: [UInt8])] {
+        ["Corpus/\(target)", "Regressions/\(target)"].flatMap { sub in
+            let dir = fuzz.appendingPathComponent(sub)
+            return ((try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []).sorted().filter { !$0.hasPrefix(".") }.compactMap { name in
+                (try? Data(contentsOf: dir.appendingPathComponent(name))).map { ("\(sub)/\(name)", [UInt8]($0)) }
+            }
+        }
+    }
+
     /// The fuzz targets' keys: class c's secret is 32 bytes of value c (see Fuzz/Sources/FuzzSupport).
     func fuzzKeys() throws -> InMemoryClassKeys {
         var keys: [ClassKey] = []
@@ -19,11 +33,10 @@ final class FuzzRegressionTests: XCTestCase {
     }
 
     func testCorpusAndRegressionsEndInPlaintextOrTypedErrors() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
         let files = ProtectedFiles(keys: try fuzzKeys())
         var replayed = 0, authenticated = 0
-        for sub in ["Corpus/header", "Regressions"] {
-            let dir = root.appendingPathComponent(sub)
+        for sub in ["Corpus/header", "Regressions/header", "Regressions/chunks"] {
+            let dir = fuzz.appendingPathComponent(sub)
             for name in (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? [] where !name.hasPrefix(".") {
                 let path = dir.appendingPathComponent(name).path
                 do {
@@ -38,5 +51,25 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(replayed, 12, "the committed corpus is missing")
         XCTAssertGreaterThanOrEqual(authenticated, 12, "the seed corpus should authenticate under the fuzz keys")
         print("fuzz regressions: \(replayed) inputs replayed, \(authenticated) authenticated, the rest typed errors")
+    }
+
+    func testKeybagCorpusAndRegressionsKeepTheKeybagOracles() throws {
+        let harness = try KeybagFuzzHarness()
+        let inputs = inputs("keybag")
+        XCTAssertGreaterThanOrEqual(inputs.count, 3, "the committed keybag corpus is missing")
+        for (name, bytes) in inputs { XCTAssertNil(harness.run(bytes), name) }
+        // The seeds are valid keybags under the harness's secrets: every one authenticates and unwraps.
+        for seed in try harness.seeds() { XCTAssertNil(harness.run(seed)) }
+    }
+
+    func testPathCorpusAndRegressionsNeverEscapeTheRoot() throws {
+        let harness = PathFuzzHarness()
+        defer { harness.remove() }
+        let inputs = inputs("path")
+        XCTAssertGreaterThanOrEqual(inputs.count, 7, "the committed path corpus is missing")
+        for (name, bytes) in inputs { XCTAssertNil(harness.run(bytes), name) }
+        // The oracle itself: an escape through an unconfined open is caught.
+        let escape = try XCTUnwrap(harness.check(open(harness.outside, Confinement.pathOnly | O_DIRECTORY), "open", "../outside"))
+        XCTAssertTrue(escape.contains("escaped the root"), escape)
     }
 }

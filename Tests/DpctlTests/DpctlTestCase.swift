@@ -38,6 +38,8 @@ class DpctlTestCase: XCTestCase {
             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": dir,
             "DATAPROTECTION_HOME": home, "DATAPROTECTION_DEVICE_DIR": devices, "DATAPROTECTION_KEYRING": "session",
         ]
+        // Under scripts/test's sanitized suites, the processes started here report like the test process.
+        for k in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] { environment[k] = ProcessInfo.processInfo.environment[k] }
     }
 
     /// Runs dpctl with `arguments`, feeding `input` on standard input.

@@ -25,6 +25,18 @@ final class OtherUidTests: DpctlTestCase {
         for c in ["complete", "completeUnlessOpen", "completeUntilFirstUserAuthentication", "none"] {
             try ok(["put", "--class", c, "\(files)/\(c)"], input: Data("secret of \(c)".utf8))
         }
+        // As the library leaves them, the keybag and the device secret are the owner's alone: the other uid
+        // cannot read either, even with their directories opened to it. What it can read of the protected files is ciphertext.
+        for p in [dir, home, devices] { chmod(p, 0o755) }
+        for p in [home + "/keybag", try XCTUnwrap(try FileManager.default.subpathsOfDirectory(atPath: devices).first.map { "\(devices)/\($0)" })] {
+            let r = try run("/usr/sbin/runuser", ["-u", user, "--", "/usr/bin/cat", p])
+            XCTAssertNotEqual(r.status, 0, "another uid read \(p)")
+            XCTAssertTrue(r.stdout.isEmpty, "another uid read \(p)")
+        }
+        chmod(devices, 0o700)
+        for c in ["complete", "completeUnlessOpen", "completeUntilFirstUserAuthentication", "none"] {
+            XCTAssertNil(try bytes("\(files)/\(c)").range(of: Data("secret of \(c)".utf8)), "plaintext of \(c) on disk")
+        }
         // Open every door but the keys: the home, the keybag and the files readable by all, and the
         // other user given its own copy of the device secret (as if it had stolen everything on disk).
         for p in [dir, home, files] { chmod(p, 0o755) }

@@ -22,12 +22,7 @@ public func fuzzHeader(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
     // `FuzzHeader --write-seeds DIR` writes valid files (under the fuzz keys) as a seed corpus.
     if argc == 3, let a = argv?[1], String(cString: a) == "--write-seeds", let d = argv?[2] {
-        let dir = String(cString: d)
-        for (i, seed) in (try! makeSeedFiles(keys)).enumerated() {
-            let f = fopen("\(dir)/seed-\(i).dpf", "wb")
-            _ = seed.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
-            fclose(f)
-        }
+        for (i, seed) in (try! makeSeedFiles(keys)).enumerated() { writeSeed(seed, to: "\(String(cString: d))/seed-\(i).dpf") }
         return 0
     }
     var c = argc

@@ -129,7 +129,7 @@ final class Confinement: Sendable {
         defer { closedir(dir) }
         var out: [(String, stat)] = []
         while let ent = readdir(dir) {
-            let name = withUnsafeBytes(of: ent.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = entryName(ent)
             if name == "." || name == ".." { continue }
             var st = stat()
             guard fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }  // removed meanwhile

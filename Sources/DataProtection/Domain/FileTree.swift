@@ -24,7 +24,7 @@ enum FileTree {
         defer { closedir(dir) }
         var names: [String] = []
         while let e = readdir(dir) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = entryName(e)
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()

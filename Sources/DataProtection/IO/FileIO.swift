@@ -151,3 +151,13 @@ func lastComponent(of path: String) -> String {
     guard let slash = path.lastIndex(of: "/") else { return path }
     return String(path[path.index(after: slash)...])
 }
+
+/// The name of the directory entry `e` that `readdir` returned.
+///
+/// Reads `d_name` in place, up to its NUL. Copying the field (`e.pointee.d_name`) would read all
+/// 256 bytes of it, but the kernel packs records to the length of their names (`d_reclen`), so for
+/// an entry near the end of the directory buffer that copy reads past the buffer's end
+/// (AddressSanitizer: heap-buffer-overflow).
+func entryName(_ e: UnsafePointer<dirent>) -> String {
+    String(cString: (UnsafeRawPointer(e) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!).assumingMemoryBound(to: CChar.self))
+}

@@ -313,7 +313,7 @@ func listDirectory(_ path: String) -> [String] {
     defer { closedir(d) }
     var names: [String] = []
     while let e = readdir(d) {
-        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let name = entryName(e)
         if name != "." && name != ".." { names.append(name) }
     }
     return names
