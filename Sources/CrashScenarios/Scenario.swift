@@ -364,7 +364,7 @@ func listTree(_ dir: String, _ prefix: String = "") -> [String] {
     guard let h = opendir(dir) else { return [] }
     var names: [(String, Bool)] = []
     while let e = readdir(h) {
-        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let name = String(cString: (UnsafeRawPointer(e) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!).assumingMemoryBound(to: CChar.self))  // in place: copying d_name reads past readdir's buffer
         if name != "." && name != ".." { names.append((name, e.pointee.d_type == UInt8(DT_DIR))) }
     }
     closedir(h)

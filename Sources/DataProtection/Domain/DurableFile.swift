@@ -53,7 +53,7 @@ enum DurableFile {
         guard let dir = opendir(directory) else { return }
         var litter: [String] = []
         while let e = readdir(dir) {
-            let n = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let n = entryName(e)
             if n.hasPrefix(".\(name).") && n.hasSuffix(".tmp") { litter.append("\(directory)/\(n)") }
         }
         closedir(dir)
