@@ -30,9 +30,11 @@ let package = Package(
             name: "CKeyutils", pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]),
         .target(name: "CShims"),
+        // The one lock type (pthread mutex; ThreadSanitizer sees it, unlike Synchronization.Mutex on Linux).
+        .target(name: "Locking"),
 
         // The only importer of libsodium.
-        .target(name: "ProtectionCrypto", dependencies: ["CSodium"]),
+        .target(name: "ProtectionCrypto", dependencies: ["CSodium", "Locking"]),
         // Typed Swift over libkeyutils.
         .target(
             name: "KernelKeyring",
@@ -45,11 +47,11 @@ let package = Package(
             name: "keyring-probe",
             dependencies: ["KernelKeyring", "CKeyutils", .product(name: "Logging", package: "swift-log")]),
         // NSFileCoordinator-style coordination; independent of the encryption.
-        .target(name: "FileCoordination", dependencies: ["CShims"], exclude: ["README.md"]),
+        .target(name: "FileCoordination", dependencies: ["CShims", "Locking"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
-                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims",
+                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),
@@ -75,7 +77,7 @@ let package = Package(
         .executableTarget(
             name: "dp-bench", dependencies: ["DataProtection", "ProtectionCrypto", "CSodium"]),
         // A long-running service that embeds the library as an app would (Examples/BackgroundService).
-        .executableTarget(name: "dp-example-service", dependencies: ["DataProtection"], path: "Examples/BackgroundService"),
+        .executableTarget(name: "dp-example-service", dependencies: ["DataProtection", "Locking"], path: "Examples/BackgroundService"),
         // The main job's tour of the library (scripts/walkthrough).
         .executableTarget(name: "library-tour", dependencies: ["DataProtection"], path: "Examples/LibraryTour"),
 
@@ -88,9 +90,9 @@ let package = Package(
         .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker"]),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios"],
+            dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios", "Locking"],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
-        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "dpctl", "dp-example-service", "crash-worker"]),
+        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "Locking", "dpctl", "dp-example-service", "crash-worker"]),
     ]
 )

@@ -20,6 +20,7 @@
 // Stops after --seconds, or on SIGTERM/SIGINT, and prints a summary line.
 import DataProtection
 import Foundation
+import Locking
 import Synchronization
 
 struct Options {
@@ -65,15 +66,15 @@ func nowNanos() -> UInt64 {
 
 /// The operation log and the counts.
 final class Journal: Sendable {
-    private let out: Mutex<FileHandle?>
+    private let out: Locked<FileHandle?>
     let ok = Atomic<Int>(0), locked = Atomic<Int>(0), violations = Atomic<Int>(0), errors = Atomic<Int>(0)
 
     init(path: String?) {
         if let path {
             FileManager.default.createFile(atPath: path, contents: nil)
-            out = Mutex(FileHandle(forWritingAtPath: path))
+            out = Locked(FileHandle(forWritingAtPath: path))
         } else {
-            out = Mutex(nil)
+            out = Locked(nil)
         }
     }
 

@@ -2,7 +2,7 @@
 internal import Glibc
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 
 /// Watches the directories of presented items with inotify and reports writes, creations,
 /// renames and deletions of a presented item that no coordinated access accounts for, as
@@ -24,7 +24,7 @@ final class ChangeWatcher: Sendable {
     private static let debounce: DispatchTimeInterval = .milliseconds(20)
 
     private let fd: Int32
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let report: @Sendable (String) -> Void
 
     /// Starts the watcher; nil when inotify is unavailable (changes are then simply not reported).

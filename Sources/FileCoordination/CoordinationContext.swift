@@ -1,5 +1,6 @@
 // The state of one outermost coordination while its accessor runs, found again by nested requests.
 import Foundation
+import Locking
 import Synchronization
 
 /// What an outermost coordination holds while its accessor runs.
@@ -10,11 +11,11 @@ final class CoordinationContext: Sendable {
     let domain: DomainState
     let lease: Lease
     /// What the lease holds, per slot (a short list: the items and their ancestors).
-    private let held: Mutex<[(slot: UInt64, needs: SlotNeeds)]>
+    private let held: Locked<[(slot: UInt64, needs: SlotNeeds)]>
     /// Paths written by this coordination (outermost and nested), for `item(at:didMoveTo:)`.
-    let written: Mutex<[String]>
+    let written: Locked<[String]>
     /// Moves reported with `item(at:didMoveTo:)`, in order.
-    let moves = Mutex<[(from: String, to: String)]>([])
+    let moves = Locked<[(from: String, to: String)]>([])
 
     /// False once the outermost coordination has ended (an unstructured `Task` created inside the
     /// accessor inherits the task-local value and may outlive it).
@@ -29,8 +30,8 @@ final class CoordinationContext: Sendable {
     init(domain: DomainState, lease: Lease, held: [(slot: UInt64, needs: SlotNeeds)], written: [String]) {
         self.domain = domain
         self.lease = lease
-        self.held = Mutex(held)
-        self.written = Mutex(written)
+        self.held = Locked(held)
+        self.written = Locked(written)
     }
 
     /// What the lease holds, keyed by slot.
@@ -56,7 +57,7 @@ final class CancelScope: Sendable {
         var waits: [ObjectIdentifier: LockWait] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// The generation an operation starts in; the operation is cancelled once it changes.
     var generation: UInt64 { state.withLock { $0.generation } }

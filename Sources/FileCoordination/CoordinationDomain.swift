@@ -1,7 +1,7 @@
 // A coordination domain: a root directory whose items are coordinated through one lock directory.
 internal import Glibc
 import Foundation
-import Synchronization
+import Locking
 
 /// A tree of items coordinated together, and the lock directory that coordinates them.
 ///
@@ -72,7 +72,7 @@ final class DomainState: Sendable {
     let leases: LeasePool
     let presenters: PresenterHub
 
-    private static let all = Mutex<[String: DomainState]>([:])
+    private static let all = Locked<[String: DomainState]>([:])
 
     private init(root: String, lockDirectory: String, lockSupport: LockSupport) {
         self.root = root

@@ -1,6 +1,7 @@
 // The presenter protocol (NSFilePresenter's callbacks) and the registration that keeps one presenting.
 import Dispatch
 import Foundation
+import Locking
 import Synchronization
 
 /// Who is about to access a presented item, passed to the relinquish callbacks.
@@ -55,7 +56,7 @@ public final class PresenterRegistration: Sendable {
     let presenter: any FilePresenter
     let queue: DispatchQueue
     let hub: PresenterHub
-    private let path: Mutex<String>
+    private let path: Locked<String>
 
     /// The item presented now (updated when a coordinated move of it is reported).
     public var url: URL { URL(fileURLWithPath: path.withLock { $0 }) }
@@ -68,7 +69,7 @@ public final class PresenterRegistration: Sendable {
         self.presenter = presenter
         self.queue = DispatchQueue(label: "FileCoordination.presenter.\(id)")
         self.hub = hub
-        self.path = Mutex(path)
+        self.path = Locked(path)
     }
 
     func moved(to newPath: String) { path.withLock { $0 = newPath } }

@@ -1,5 +1,6 @@
 // Open file descriptions of the domain lock file, one per coordination in flight.
 internal import Glibc
+import Locking
 import Synchronization
 
 /// One open file description of the lock file, used by one outermost coordination at a time.
@@ -34,7 +35,7 @@ final class Lease: Sendable {
 /// A small process-wide pool of lock-file descriptions for one domain.
 final class LeasePool: Sendable {
     private let path: String
-    private let idle = Mutex<[Lease]>([])
+    private let idle = Locked<[Lease]>([])
     private static let keepIdle = 32
 
     init(lockFilePath: String) { self.path = lockFilePath }

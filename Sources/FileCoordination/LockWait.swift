@@ -1,7 +1,7 @@
 // Blocking lock waits on dedicated threads, with deadlines and cancellation, never on the cooperative pool.
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 
 /// One kernel wait (`F_OFD_SETLKW`) run on its own thread, which the requester can abandon.
 ///
@@ -23,7 +23,7 @@ final class LockWait: Sendable {
         var threadFinished = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let semaphore = DispatchSemaphore(value: 0)
     let lease: Lease
 

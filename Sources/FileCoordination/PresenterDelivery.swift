@@ -3,6 +3,7 @@ internal import CShims
 internal import Glibc
 import Dispatch
 import Foundation
+import Locking
 import Synchronization
 
 /// Where a message goes: a registration of this process, or a presenter process.
@@ -23,7 +24,7 @@ enum PresenterEndpoint: Sendable {
 
 /// Reacquirers collected from relinquish callbacks; each runs exactly once, even if it arrives late.
 final class ReacquirerList: Sendable {
-    private let state = Mutex<(finished: Bool, pending: [@Sendable () -> Void])>((false, []))
+    private let state = Locked<(finished: Bool, pending: [@Sendable () -> Void])>((false, []))
 
     /// Adds a reacquirer to run on `queue`; runs it at once if the access has already ended.
     func add(_ reacquire: @escaping @Sendable () -> Void, on queue: DispatchQueue?) {
@@ -53,7 +54,7 @@ final class PresenterDelivery: Sendable {
     let reacquirers = ReacquirerList()
     private let group = DispatchGroup()
     /// Endpoints whose awaited reply has not come yet.
-    private let unanswered = Mutex<Set<String>>([])
+    private let unanswered = Locked<Set<String>>([])
 
     /// The endpoints that did not answer in time (read after waiting): skipped for the rest of the coordination.
     var missed: Set<String> { unanswered.withLock { $0 } }

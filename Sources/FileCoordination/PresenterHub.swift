@@ -1,6 +1,7 @@
 // Which presenters an access concerns, and the three phases: save before, relinquish during, notify after.
 import Dispatch
 import Foundation
+import Locking
 import Synchronization
 internal import Glibc
 
@@ -8,12 +9,12 @@ internal import Glibc
 /// rendezvous, those of other processes.
 final class PresenterHub: Sendable {
     private let lockDirectory: String
-    private let local = Mutex<[UInt64: PresenterRegistration]>([:])
+    private let local = Locked<[UInt64: PresenterRegistration]>([:])
     private let localCount = Atomic<Int>(0)
-    private let rendezvousState = Mutex<Rendezvous?>(nil)
-    private let watcherState = Mutex<ChangeWatcher??>(nil)
+    private let rendezvousState = Locked<Rendezvous?>(nil)
+    private let watcherState = Locked<ChangeWatcher??>(nil)
     /// One serial queue per presenter process, for every message sent to it.
-    private let peerQueues = Mutex<[String: DispatchQueue]>([:])
+    private let peerQueues = Locked<[String: DispatchQueue]>([:])
 
     init(lockDirectory: String, root: String) {
         self.lockDirectory = lockDirectory

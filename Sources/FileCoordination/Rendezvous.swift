@@ -2,7 +2,7 @@
 internal import CShims
 internal import Glibc
 import Foundation
-import Synchronization
+import Locking
 
 /// A presenter process seen through the rendezvous directory.
 struct RemotePeer: Sendable, Hashable {
@@ -23,8 +23,8 @@ final class Rendezvous: Sendable {
     /// An O_PATH (0o10000000, absent from Glibc's Swift module) descriptor of the directory, so socket addresses stay short however deep it is.
     private let directoryFD: Int32
     private let generation: SharedCounter
-    private let cache = Mutex<(generation: UInt64, peers: [RemotePeer])?>(nil)
-    private let host = Mutex<PresenterHost?>(nil)
+    private let cache = Locked<(generation: UInt64, peers: [RemotePeer])?>(nil)
+    private let host = Locked<PresenterHost?>(nil)
 
     init(lockDirectory: String) throws(CoordinationError) {
         directory = lockDirectory + "/presenters"

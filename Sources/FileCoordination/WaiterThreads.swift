@@ -1,7 +1,7 @@
 // The pool of long-lived threads on which kernel lock waits run.
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 
 /// Long-lived threads that run kernel lock waits, so starting a wait costs a wake-up, not a thread creation.
 final class WaiterThreads: Sendable {
@@ -12,7 +12,7 @@ final class WaiterThreads: Sendable {
         var idle = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let work = DispatchSemaphore(value: 0)
 
     /// Runs `job` on an idle waiter thread, starting a new one when all are busy.

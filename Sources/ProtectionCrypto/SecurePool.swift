@@ -1,5 +1,5 @@
 internal import CSodium
-import Synchronization
+import Locking
 
 /// A pool of small locked-memory slots for `SecretBytes`.
 ///
@@ -22,7 +22,7 @@ enum SecurePool {
     }
 
     // The pool is process-wide state by nature: one set of locked pages shared by every secret.
-    private static let lists = Mutex(FreeLists())
+    private static let lists = Locked(FreeLists())
 
     /// The slot class for `count` bytes, or nil when it is too large for the pool.
     @inline(__always)

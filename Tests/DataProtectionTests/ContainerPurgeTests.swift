@@ -1,6 +1,6 @@
 import FileCoordination
 import Foundation
-import Synchronization
+import Locking
 @testable import DataProtection
 import XCTest
 
@@ -81,7 +81,7 @@ final class ContainerPurgeTests: XCTestCase {
         for p in purgeable { XCTAssertTrue(exists(root, p), p) }
         // A waiting purge runs once the holder exits.
         let finished = DispatchSemaphore(value: 0)
-        let result = Mutex<PurgeReport?>(nil)
+        let result = Locked<PurgeReport?>(nil)
         Thread.detachNewThread {
             let r = try? Purge.run(containerAt: root, options: PurgeOptions(waitIfInUse: true))
             result.withLock { $0 = r }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import DataProtection
 import ProtectionCrypto
+import Locking
 import Synchronization
 import XCTest
 
@@ -60,7 +61,7 @@ final class LiveLockTests: XCTestCase {
         let locker = try LiveLock(domainID: id, runtimeDirectory: runtime)
         let h = try worker.create("\(dir)/big", protection: .complete)
         let data = [UInt8](repeating: 7, count: 256 << 20)
-        let result = Mutex<Result<Void, ProtectionError>?>(nil)
+        let result = Locked<Result<Void, ProtectionError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             do { try h.write(data, at: 0); result.withLock { $0 = .success(()) } } catch { result.withLock { $0 = .failure(error as! ProtectionError) } }
@@ -93,7 +94,7 @@ final class LiveLockTests: XCTestCase {
         let (_, runtime, id) = try makeDomain()
         let observer = try LiveLock(domainID: id, runtimeDirectory: runtime)
         let locker = try LiveLock(domainID: id, runtimeDirectory: runtime)
-        let seen = Mutex<[DomainEvent]>([])
+        let seen = Locked<[DomainEvent]>([])
         let callback = observer.onEvent { e in seen.withLock { $0.append(e) } }
         let stream = observer.events()
         let deadline = unixMillis() + 60_000

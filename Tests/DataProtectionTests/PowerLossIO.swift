@@ -1,5 +1,5 @@
 @testable import DataProtection
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -58,7 +58,7 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
     let real = SystemFileIO()
     let cutAfter: Int?
     let stash: String
-    private let model = Mutex(Model())
+    private let model = Locked(Model())
 
     /// - Parameters:
     ///   - cutAfter: the power goes after this many disk-changing calls (0: before any); nil: never.

@@ -1,7 +1,7 @@
 import Foundation
 @testable import DataProtection
 import ProtectionCrypto
-import Synchronization
+import Locking
 import XCTest
 
 #if canImport(Glibc)
@@ -201,8 +201,8 @@ final class TempFileSweepTests: XCTestCase {
 /// The real calls, except that the first lock taken by a whole-file writer is preceded by a sweep of its name.
 final class SweepingFirstIO: FileIO {
     let base = SystemFileIO()
-    let swept = Mutex<[String]>([])
-    let paths = Mutex<[Int32: String]>([:])
+    let swept = Locked<[String]>([])
+    let paths = Locked<[Int32: String]>([:])
 
     func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
         let fd = try base.open(path, flags: flags, mode: mode)

@@ -1,7 +1,7 @@
 import Foundation
 @testable import DataProtection
 import ProtectionCrypto
-import Synchronization
+import Locking
 import XCTest
 
 /// Lock while work is running, across real processes: the example service
@@ -208,7 +208,7 @@ final class GraceTests: DpctlTestCase {
         _ = try initDomain()
         try ok(["unlock", "--passphrase-file", passphraseFile])
         let domain = try ProtectionDomain.open(at: DomainLocation(home: home, deviceDirectory: devices), keyStore: .kernel(.session))
-        let events = Mutex<[(DomainEvent, Date)]>([])
+        let events = Locked<[(DomainEvent, Date)]>([])
         let subscription = domain.liveLock.onEvent { e in events.withLock { $0.append((e, Date())) } }
         defer { subscription.cancel() }
         let started = Date()

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A uniform type identifier: a name, the types it conforms to, and its filename extensions (the analogue of `UTType`).
 public struct UniformType: Sendable, Hashable, CustomStringConvertible {
@@ -31,7 +31,7 @@ public final class ContentTypes: Sendable {
         var byExtension: [String: String] = [:]
         var builtIn: Set<String> = []
     }
-    private let table: Mutex<Table>
+    private let table: Locked<Table>
 
     /// A table holding the built-in types.
     public init() {
@@ -41,7 +41,7 @@ public final class ContentTypes: Sendable {
             for e in u.filenameExtensions where t.byExtension[e] == nil { t.byExtension[e] = u.identifier }
             t.builtIn.insert(u.identifier)
         }
-        table = Mutex(t)
+        table = Locked(t)
     }
 
     /// Adds a custom type; its extensions then resolve to it.

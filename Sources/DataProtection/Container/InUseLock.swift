@@ -3,7 +3,7 @@ internal import CShims
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
+import Locking
 
 /// The container's in-use lock: an OFD lock on `.container.lock` at the container root.
 ///
@@ -13,9 +13,9 @@ import Synchronization
 /// drops the lock when the process dies, so a crash never leaves it stuck.
 final class InUseLock: Sendable {
     static let fileName = ".container.lock"
-    private let fd: Mutex<Int32>
+    private let fd: Locked<Int32>
 
-    private init(fd: Int32) { self.fd = Mutex(fd) }
+    private init(fd: Int32) { self.fd = Locked(fd) }
 
     deinit { release() }
 

@@ -1,6 +1,6 @@
 import KernelKeyring
 import ProtectionCrypto
-import Synchronization
+import Locking
 
 /// Where an unlocked domain keeps the secret halves of its class keys A, B and C.
 ///
@@ -38,7 +38,7 @@ protocol ClassKeyStore: Sendable {
 /// as locked at once (≈ 1.1 µs per read, plus a search after a miss).
 final class KernelKeyStore: ClassKeyStore {
     let ring: DomainKeyring
-    private let serials = Mutex<[String: KeySerial]>([:])
+    private let serials = Locked<[String: KeySerial]>([:])
 
     init(_ ring: DomainKeyring) { self.ring = ring }
 
@@ -85,8 +85,8 @@ final class KernelKeyStore: ClassKeyStore {
 /// Class keys in this process's locked memory (`KeyStore.inProcess`); timeouts are enforced on read.
 final class ProcessKeyStore: ClassKeyStore {
     private struct Entry { let key: ClassKey; let expiry: Int64? }
-    private let keys = Mutex<[String: Entry]>([:])
-    private let expiry = Mutex<Int64?>(nil)
+    private let keys = Locked<[String: Entry]>([:])
+    private let expiry = Locked<Int64?>(nil)
 
     private func name(_ c: ProtectionClass, _ g: UInt32) -> String { "\(c.rawValue):\(g)" }
 

@@ -1,5 +1,5 @@
 import ProtectionCrypto
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -14,12 +14,12 @@ final class KeybagCache: Sendable {
     let io: any FileIO
     private struct Stamp: Equatable { var ino: UInt64; var size: Int64; var mtime: Int; var mtimeNS: Int; var ctimeNS: Int }
     private struct State: @unchecked Sendable { var stamp: Stamp?; var bag: Keybag; var none: [UInt32: ClassKey] }
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(_ location: DomainLocation, io: any FileIO, bag: Keybag) {
         self.location = location
         self.io = io
-        self.state = Mutex(State(stamp: Self.stamp(location.keybagPath), bag: bag, none: [:]))
+        self.state = Locked(State(stamp: Self.stamp(location.keybagPath), bag: bag, none: [:]))
     }
 
     /// The current keybag, re-read first if the file changed since.

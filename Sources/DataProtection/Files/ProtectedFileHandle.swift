@@ -1,5 +1,5 @@
 import ProtectionCrypto
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -35,7 +35,7 @@ public final class ProtectedFileHandle: Sendable {
     let io: any FileIO
     /// The file layer that opened the handle: its key provider re-derives keys after an unlock.
     let files: ProtectedFiles
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     struct State: ~Copyable, @unchecked Sendable {  // only touched under `state`'s lock
         var fd: Int32
@@ -90,7 +90,7 @@ public final class ProtectedFileHandle: Sendable {
         self.io = files.io
         self.files = files
         let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride, alignment: 16)
-        self.state = Mutex(State(
+        self.state = Locked(State(
             fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging,
             journal: writable && journaled ? WriteJournal(path: journalPath(for: path), dataPath: path, fileID: header.fileID) : nil,
             committedSize: committed ? plaintextSize : nil))

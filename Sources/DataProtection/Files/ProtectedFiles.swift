@@ -1,4 +1,6 @@
+import Dispatch
 import FileCoordination
+import Locking
 import ProtectionCrypto
 import struct Foundation.URL
 
@@ -173,22 +175,38 @@ public final class ProtectedFiles: Sendable {
         try coordinated(path, writing: false) { () throws(ProtectionError) in try stream(path, into: destination) }
     }
 
+    /// Reads batch k+1 (both cores) while a writer thread writes batch k to `destination`:
+    /// two buffers, at most one write in flight, memory O(batch).
     private func stream(_ path: String, into destination: Int32) throws(ProtectionError) {
         let h = try open(path)
         defer { h.close() }
         let cap = ProtectedFileHandle.batchChunks(chunkSize: h.chunkSize) * h.chunkSize
-        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64)
-        defer { buf.deallocate() }
+        let buffers = (0..<2).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64) }
+        let writer = DispatchQueue(label: "dataprotection.stream-writer")
+        let idle = DispatchSemaphore(value: 1)  // taken while a write is in flight
+        let failed = Locked<Int32>(0)  // errno of a failed write
+        defer {
+            idle.wait()  // the last write is done (or failed) before its buffer goes
+            idle.signal()  // libdispatch traps when a semaphore is freed below its initial value
+            for b in buffers { b.initializeMemory(as: UInt8.self, repeating: 0); b.deallocate() }  // no plaintext left in freed memory
+        }
         var offset: Int64 = 0
-        while true {
+        for k in 0... {
+            let buf = buffers[k & 1]  // free: its write (batch k-2) finished before batch k-1's started
             let n = try h.read(into: buf, at: offset)
-            if n == 0 { break }
-            var done = 0
-            while done < n {
-                let w = Glibc.write(destination, buf.baseAddress! + done, n - done)
-                if w < 0 && errno == EINTR { continue }
-                if w < 0 { throw ProtectionError.errno(errno, "write the output of", path) }
-                done += w
+            idle.wait()
+            if case let e = failed.withLock({ $0 }), e != 0 { idle.signal(); throw ProtectionError.errno(e, "write the output of", path) }
+            if n == 0 { idle.signal(); break }
+            nonisolated(unsafe) let chunk = UnsafeRawBufferPointer(start: buf.baseAddress, count: n)
+            writer.async {
+                defer { idle.signal() }
+                var done = 0
+                while done < chunk.count {
+                    let w = Glibc.write(destination, chunk.baseAddress! + done, chunk.count - done)
+                    if w < 0 && errno == EINTR { continue }
+                    if w < 0 { let e = errno; failed.withLock { $0 = e }; return }
+                    done += w
+                }
             }
             offset += Int64(n)
         }

@@ -1,6 +1,6 @@
 internal import CShims
 import Dispatch
-import Synchronization
+import Locking
 
 /// Splits the chunks of one batch across the machine's cores.
 ///
@@ -28,7 +28,7 @@ enum ChunkParallelism {
         let parts = min(cores, max(1, (n * chunkSize) / minBytesPerPart))
         let step = max(1, bytesPerPiece / chunkSize)
         guard parts > 1 else { return try inPieces(0..<n, step, body) }
-        let failures = Mutex<[Int: E]>([:])
+        let failures = Locked<[Int: E]>([:])
         withoutActuallyEscaping(body) { body in
             // The parts touch disjoint chunk slots; `body` runs only until concurrentPerform returns.
             nonisolated(unsafe) let body = body

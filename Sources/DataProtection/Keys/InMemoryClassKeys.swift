@@ -1,5 +1,5 @@
 import ProtectionCrypto
-import Synchronization
+import Locking
 
 /// Class keys held in this process's locked memory: the explicit in-process key store.
 ///
@@ -8,8 +8,8 @@ import Synchronization
 /// never chosen silently: callers construct it by name. Locking drops the
 /// secret halves of the locked classes; other processes cannot see these keys.
 public final class InMemoryClassKeys: ClassKeyProvider {
-    private let keys: Mutex<[ProtectionClass: [UInt32: ClassKey]]>
-    private let current: Mutex<[ProtectionClass: UInt32]>
+    private let keys: Locked<[ProtectionClass: [UInt32: ClassKey]]>
+    private let current: Locked<[ProtectionClass: UInt32]>
 
     /// Holds `keys` (any generations of any classes); the highest generation per class is current.
     public init(_ keys: [ClassKey]) {
@@ -19,8 +19,8 @@ public final class InMemoryClassKeys: ClassKeyProvider {
             table[k.protectionClass, default: [:]][k.generation] = k
             cur[k.protectionClass] = max(cur[k.protectionClass] ?? 0, k.generation)
         }
-        self.keys = Mutex(table)
-        self.current = Mutex(cur)
+        self.keys = Locked(table)
+        self.current = Locked(cur)
     }
 
     /// Fresh random keys for all four classes, generation 1.

@@ -1,4 +1,5 @@
 internal import CShims
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -28,10 +29,10 @@ public final class LiveLock: Sendable {
     let directory: String
     let state: LiveState
     private let listener: Listener
-    private let handles = Mutex<[ObjectIdentifier: WeakHandle]>([:])
-    private let subscribers = Mutex<[Int: @Sendable (DomainEvent) -> Void]>([:])
+    private let handles = Locked<[ObjectIdentifier: WeakHandle]>([:])
+    private let subscribers = Locked<[Int: @Sendable (DomainEvent) -> Void]>([:])
     private let nextID = Atomic<Int>(0)
-    private let revocationHooks = Mutex<[@Sendable (Set<ProtectionClass>) -> Void]>([])
+    private let revocationHooks = Locked<[@Sendable (Set<ProtectionClass>) -> Void]>([])
 
     /// The classes `lock` locks by default (Apple's behaviour on device lock).
     public static let lockClasses: Set<ProtectionClass> = [.complete, .completeUnlessOpen]
@@ -244,8 +245,8 @@ public final class LiveLock: Sendable {
 
 /// A subscription to domain events; `cancel()` (or dropping every reference to the LiveLock) ends it.
 public final class EventSubscription: Sendable {
-    private let cancelAction: Mutex<(@Sendable () -> Void)?>
-    init(_ cancel: @escaping @Sendable () -> Void) { cancelAction = Mutex(cancel) }
+    private let cancelAction: Locked<(@Sendable () -> Void)?>
+    init(_ cancel: @escaping @Sendable () -> Void) { cancelAction = Locked(cancel) }
     public func cancel() { cancelAction.withLock { $0?(); $0 = nil } }
 }
 
