@@ -132,14 +132,7 @@ public final class PathFuzzHarness {
     }
 
     func names(_ path: String) -> [String] {
-        guard let dir = opendir(path) else { return ["<\(path) is gone>"] }
-        defer { closedir(dir) }
-        var out: [String] = []
-        while let ent = readdir(dir) {
-            let name = entryName(ent)
-            if name != "." && name != ".." { out.append(name) }
-        }
-        return out.sorted()
+        (try? FileTree.names(in: path)) ?? ["<\(path) is gone>"]
     }
 
     /// Removes everything inside the directory `fd`, never following a symbolic link.
