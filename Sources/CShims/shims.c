@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <sched.h>
@@ -13,6 +14,9 @@
 #include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
+#include <linux/futex.h>
+#include <limits.h>
+#include <time.h>
 #include <unistd.h>
 
 const int dp_F_OFD_GETLK = F_OFD_GETLK;
@@ -178,3 +182,34 @@ int dp_accept(int listener) {
     } while (fd < 0 && errno == EINTR);
     return fd;
 }
+
+uint32_t dp_atomic_load_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+void dp_atomic_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+int dp_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+uint32_t dp_atomic_fetch_add_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+
+void dp_futex_wait(uint32_t *p, uint32_t expected) {
+    syscall(SYS_futex, p, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+void dp_futex_wake_all(uint32_t *p) {
+    syscall(SYS_futex, p, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void dp_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+uint64_t dp_monotonic_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void dp_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }

@@ -80,6 +80,22 @@ int dp_accept(int listener);
 /// poll(2) for readability of one descriptor: 1 readable (or hung up), 0 timeout, -1 error.
 int dp_poll_readable(int fd, int timeout_ms);
 
+/// The hand-off word of a chunk worker (ChunkWorkers.swift): sequentially consistent 32-bit atomics,
+/// and a process-private futex to sleep on the word while it holds `expected` (returns at once if it
+/// does not, and on a wake-up or a signal; callers re-check the word).
+uint32_t dp_atomic_load_u32(const uint32_t *p);
+void dp_atomic_store_u32(uint32_t *p, uint32_t v);
+int dp_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired);
+uint32_t dp_atomic_fetch_add_u32(uint32_t *p, uint32_t v);
+void dp_futex_wait(uint32_t *p, uint32_t expected);
+void dp_futex_wake_all(uint32_t *p);
+/// A spin-wait hint for the CPU (x86 `pause`); nothing on other architectures.
+void dp_cpu_relax(void);
+/// Names the calling thread (at most 15 bytes shown; in ps, top and perf).
+void dp_set_thread_name(const char *name);
+/// CLOCK_MONOTONIC in nanoseconds (vDSO: no system call).
+uint64_t dp_monotonic_ns(void);
+
 #ifdef __cplusplus
 }
 #endif

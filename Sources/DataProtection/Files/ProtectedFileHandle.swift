@@ -149,13 +149,24 @@ public final class ProtectedFileHandle: Sendable {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "write")
             guard writable else { throw ProtectionError(.badHandle, "unable to write '\(path)': the handle was opened read-only; open it for writing", path: path) }
-            try guardingChange(&st, "write") { (st) throws(ProtectionError) in try writeRange(&st, sealer, bytes.baseAddress!, count: bytes.count, at: offset) }
+            try guardingChange(&st, "write") { (st) throws(ProtectionError) in try writeRange(&st, sealer, .memory(bytes.baseAddress!), count: bytes.count, at: offset) }
         }
     }
 
     /// Writes `bytes` at `offset` (see `write(_:at:)`).
     public func write(_ bytes: [UInt8], at offset: Int64) throws(ProtectionError) {
         try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try write(b, at: offset) }
+    }
+
+    /// Writes `count` bytes of the regular file `source`, from its offset `sourceOffset`, at `offset`:
+    /// the threads sealing each batch read their own pieces of it, so reading the input overlaps the cipher.
+    func write(fromFile source: Int32, at sourceOffset: Int64, count: Int, to offset: Int64) throws(ProtectionError) {
+        guard count > 0 else { return }
+        try state.withLock { (st) throws(ProtectionError) in
+            let sealer = try live(&st, "write")
+            guard writable else { throw ProtectionError(.badHandle, "unable to write '\(path)': the handle was opened read-only; open it for writing", path: path) }
+            try guardingChange(&st, "write") { (st) throws(ProtectionError) in try writeRange(&st, sealer, .file(source, base: sourceOffset), count: count, at: offset) }
+        }
     }
 
     /// Appends `bytes` at the end of the file.
@@ -169,7 +180,7 @@ public final class ProtectedFileHandle: Sendable {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "append to")
             guard writable else { throw ProtectionError(.badHandle, "unable to append to '\(path)': the handle was opened read-only", path: path) }
-            try guardingChange(&st, "append to") { (st) throws(ProtectionError) in try writeRange(&st, sealer, bytes.baseAddress!, count: bytes.count, at: st.size) }
+            try guardingChange(&st, "append to") { (st) throws(ProtectionError) in try writeRange(&st, sealer, .memory(bytes.baseAddress!), count: bytes.count, at: st.size) }
         }
     }
 
@@ -181,7 +192,7 @@ public final class ProtectedFileHandle: Sendable {
             guard writable else { throw ProtectionError(.badHandle, "unable to truncate '\(path)': the handle was opened read-only", path: path) }
             try guardingChange(&st, "truncate") { (st) throws(ProtectionError) in
                 if newSize > st.size {
-                    try writeRange(&st, sealer, nil, count: Int(newSize - st.size), at: st.size)
+                    try writeRange(&st, sealer, .zeros, count: Int(newSize - st.size), at: st.size)
                 } else if newSize < st.size {
                     try shrink(&st, sealer, to: newSize)
                 }
@@ -413,8 +424,8 @@ public final class ProtectedFileHandle: Sendable {
         return plain
     }
 
-    /// Writes `count` bytes from `src` (zeros when nil) at plaintext `offset`, re-sealing every touched chunk.
-    private func writeRange(_ st: inout State, _ sealer: ChunkSealer, _ src: UnsafeRawPointer?, count: Int, at offset: Int64) throws(ProtectionError) {
+    /// Writes `count` bytes from `src` at plaintext `offset`, re-sealing every touched chunk.
+    private func writeRange(_ st: inout State, _ sealer: ChunkSealer, _ src: WriteSource, count: Int, at offset: Int64) throws(ProtectionError) {
         let oldSize = st.size
         let end = offset + Int64(count)
         guard end <= ChunkLayout.maxPlaintextSize else {
@@ -430,14 +441,15 @@ public final class ProtectedFileHandle: Sendable {
         let lastTouched = layout.chunkIndex(containing: end - 1)
         let batch = Self.batchChunks(chunkSize: layout.chunkSize)
         let stride = layout.stride, nonce = sealer.nonceSize
+        let zeros = if case .zeros = src { true } else { false }
         while i <= lastTouched {
             let n = Int(min(Int64(batch), lastTouched - i + 1))
             let staging = st.reserve(n, stride: stride)
-            // Pass 1: put each chunk's new plaintext in its slot, unless it comes whole from `src`.
+            // Pass 1: put each chunk's new plaintext in its slot, unless it comes whole from `src` (pass 2 takes it).
             var pos = 0
             for j in i..<(i + Int64(n)) {
                 let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
-                if !(c.whole && src != nil) {
+                if !(c.whole && !zeros) {
                     let plain = staging + pos + nonce
                     var keep = 0
                     if c.needsOld {
@@ -445,8 +457,8 @@ public final class ProtectedFileHandle: Sendable {
                         keep = layout.plaintextLength(ofChunk: j, plaintextSize: oldSize)
                     }
                     if keep < c.length { (plain + keep).initializeMemory(as: UInt8.self, repeating: 0, count: c.length - keep) }
-                    if c.writeTo > c.writeFrom, let src {
-                        (plain + Int(c.writeFrom - j * cs)).copyMemory(from: src + Int(c.writeFrom - offset), byteCount: Int(c.writeTo - c.writeFrom))
+                    if c.writeTo > c.writeFrom, !zeros {
+                        try copy(src, c.writeFrom - offset, count: Int(c.writeTo - c.writeFrom), to: plain + Int(c.writeFrom - j * cs))
                     }
                 }
                 pos += c.length + layout.overhead
@@ -457,26 +469,45 @@ public final class ProtectedFileHandle: Sendable {
             do throws(CryptoError) { try sealer.fillNonces(staging, count: n, stride: stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to write '\(path)': \(error.message)", path: path, underlying: error)
             }
-            // Each part seals its chunks and writes them, so one core's write overlaps the other's sealing.
+            // Both cores seal pieces of the batch; whichever is free writes the sealed pieces, in order, in one
+            // `pwrite` per run of them (the file's inode lock admits one writer at a time anyway).
             let first = i, fd = st.fd
             try ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { (part) throws(ProtectionError) in
-                var bytes = 0
                 for k in part {
                     let j = first + Int64(k)
                     let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
                     let slot = staging + k * stride  // all but the file's last chunk are full
-                    let from = (c.whole && src != nil) ? UnsafeRawPointer(src! + Int(j * cs - offset)) : UnsafeRawPointer(slot + nonce)
+                    var from = UnsafeRawPointer(slot + nonce)
+                    if c.whole {
+                        switch src {
+                        case .memory(let p): from = p + Int(j * cs - offset)  // sealed straight from the caller's buffer
+                        case .file: try copy(src, j * cs - offset, count: c.length, to: slot + nonce)  // read by the core that seals it
+                        case .zeros: break
+                        }
+                    }
                     sealer.seal(from, count: c.length, intoSlot: slot, index: j, last: j == newLast)
-                    bytes += c.length + layout.overhead
                 }
+            } thenInOrder: { (run) throws(ProtectionError) in
+                let bytes = diskLength(first: first + Int64(run.lowerBound), n: run.count, size: newSize)
                 do throws(SystemError) {
-                    try io.writeFully(fd, from: UnsafeRawBufferPointer(start: staging + part.lowerBound * stride, count: bytes),
-                                      at: layout.offset(ofChunk: first + Int64(part.lowerBound)))
+                    try io.writeFully(fd, from: UnsafeRawBufferPointer(start: staging + run.lowerBound * stride, count: bytes),
+                                      at: layout.offset(ofChunk: first + Int64(run.lowerBound)))
                 } catch { throw ioError(error, "write") }
             }
             i += Int64(n)
         }
         st.size = newSize
+    }
+
+    /// Copies bytes `k..<k+count` of a write from `src`; a file source that ends early is an error.
+    private func copy(_ src: WriteSource, _ k: Int64, count: Int, to destination: UnsafeMutableRawPointer) throws(ProtectionError) {
+        let got: Int
+        do throws(SystemError) { got = try src.copy(k, count: count, to: destination) } catch {
+            throw ProtectionError.errno(error.errno, "read the input for", path)
+        }
+        guard got == count else {
+            throw ProtectionError(.io(EIO), "unable to write '\(path)': its input file became shorter while it was being read; write it again once the input is complete", path: path)
+        }
     }
 
     /// What a write of plaintext `[offset, end)` does to chunk `j`.

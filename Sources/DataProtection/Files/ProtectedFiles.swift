@@ -135,10 +135,20 @@ public final class ProtectedFiles: Sendable {
     ///   for bulk imports that sync later, and for comparisons with tools that do not fsync.
     public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass, durable: Bool = true) throws(ProtectionError) {
         try replace(path, protection: protection, durable: durable) { (h) throws(ProtectionError) in
+            var offset: Int64 = 0
+            // A regular file is read in place by the threads that seal it (pread); what it grows by meanwhile, and
+            // any other input (a pipe, a terminal), is read in batches below.
+            var st = stat()
+            let position = Int64(lseek(source, 0, SEEK_CUR))
+            if fstat(source, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, position >= 0, Int64(st.st_size) > position {
+                let count = Int64(st.st_size) - position
+                try h.write(fromFile: source, at: position, count: Int(count), to: 0)
+                offset = count
+                guard lseek(source, off_t(position + count), SEEK_SET) >= 0 else { throw ProtectionError.errno(errno, "read the input for", path) }
+            }
             let cap = ProtectedFileHandle.batchChunks(chunkSize: h.chunkSize) * h.chunkSize
             let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64)
             defer { buf.deallocate() }
-            var offset: Int64 = 0
             while true {
                 var filled = 0
                 while filled < cap {  // fill whole batches so appends stay chunk-aligned

@@ -1,0 +1,79 @@
+import Foundation
+@testable import DataProtection
+import ProtectionCrypto
+import XCTest
+
+/// `write(contentsOf:)`: a regular-file input is read in place by the threads that seal it; any other input
+/// (a pipe) in batches. Both must give back exactly the bytes readable from the descriptor.
+final class StreamedWriteTests: XCTestCase {
+    let chunk = 4096
+
+    /// Every size around chunk and batch edges, from the start of the input and from a position inside it
+    /// (what is readable from a descriptor starts at its position); the position ends at the end of the input.
+    func testRegularFileInputFromAnyPosition() throws {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: chunk))
+        var rng = TestRNG(seed: 7)
+        let batch = ProtectedFileHandle.batchChunks(chunkSize: chunk) * chunk
+        for n in [0, 1, chunk - 1, chunk, chunk + 1, batch - 1, batch, batch + 1, 3 * batch + 17] {
+            let input = rng.bytes(n)
+            try writeBytes(input, "\(dir)/in")
+            for position in [0, min(n, 1000)] {
+                let fd = open("\(dir)/in", O_RDONLY)
+                defer { close(fd) }
+                XCTAssertEqual(lseek(fd, off_t(position), SEEK_SET), off_t(position))
+                try files.write(contentsOf: fd, to: "\(dir)/out", protection: .complete, durable: false)
+                XCTAssertEqual(try files.read("\(dir)/out"), Array(input[position...]), "size \(n) from \(position)")
+                XCTAssertEqual(lseek(fd, 0, SEEK_CUR), off_t(n), "the input is consumed")
+            }
+        }
+    }
+
+    /// A pipe cannot be read in place: it goes through the batch loop, fed by another thread in odd-sized writes.
+    func testPipeInput() throws {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: chunk))
+        var rng = TestRNG(seed: 8)
+        let input = rng.bytes(2 * ProtectedFileHandle.batchChunks(chunkSize: chunk) * chunk + 12_345)
+        var ends: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&ends), 0)
+        let writeEnd = ends[1]
+        let feeder = Thread {
+            var at = 0
+            while at < input.count {
+                let n = min(input.count - at, 7919)
+                let w = input[at..<(at + n)].withUnsafeBytes { write(writeEnd, $0.baseAddress, n) }
+                guard w > 0 else { break }
+                at += w
+            }
+            close(writeEnd)
+        }
+        feeder.start()
+        defer { close(ends[0]) }
+        try files.write(contentsOf: ends[0], to: "\(dir)/out", protection: .complete, durable: false)
+        XCTAssertEqual(try files.read("\(dir)/out"), input)
+    }
+
+    /// Simulates an input file that shrinks between the size check and the read (another process truncating
+    /// it): asking the handle for more bytes than the file holds must fail with a typed error naming the file,
+    /// and the atomic replace must leave the old destination and no temporary file.
+    func testInputThatEndsEarlyFailsAndKeepsTheOldFile() throws {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: chunk))
+        try files.write([1, 2, 3], to: "\(dir)/out", protection: .complete)
+        try writeBytes([UInt8](repeating: 9, count: 10 * chunk), "\(dir)/in")
+        let fd = open("\(dir)/in", O_RDONLY)
+        defer { close(fd) }
+        do {
+            try files.replace("\(dir)/out", protection: .complete) { (h) throws(ProtectionError) in
+                try h.write(fromFile: fd, at: 0, count: 40 * chunk, to: 0)
+            }
+            XCTFail("a short input must not be accepted")
+        } catch {
+            XCTAssertEqual(error.code, .io(EIO))
+            XCTAssertTrue(error.message.contains("\(dir)/out") && error.message.contains("shorter"), error.message)
+        }
+        XCTAssertEqual(try files.read("\(dir)/out"), [1, 2, 3])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir).sorted(), ["in", "out"])
+    }
+}
