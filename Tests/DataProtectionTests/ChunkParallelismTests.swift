@@ -11,12 +11,14 @@ final class ChunkParallelismTests: XCTestCase {
     /// Body ranges are disjoint and cover `0..<n`; serial ranges are ascending, adjacent, cover `0..<n`, each
     /// after the body finished its chunks, and never overlap in time.
     func testOrderedStageCoversEverythingInOrder() throws {
+        let threads = Locked(Set<UInt>())
         for n in [1, 2, 7, 8, 9, 64, 257] {
             for _ in 0..<50 {
                 let done = Locked([Bool](repeating: false, count: n))
                 let serialRanges = Locked<[Range<Int>]>([])
                 let inSerial = Locked(0)
                 try ChunkParallelism.forEachPart(count: n, chunkSize: 16384) { (r) throws(Stop) in
+                    threads.withLock { _ = $0.insert(UInt(bitPattern: Int(bitPattern: pthread_self()))) }
                     done.withLock { d in
                         for k in r { XCTAssertFalse(d[k], "chunk \(k) twice"); d[k] = true }
                     }
@@ -33,6 +35,7 @@ final class ChunkParallelismTests: XCTestCase {
                 for (a, b) in zip(ranges, ranges.dropFirst()) { XCTAssertEqual(a.upperBound, b.lowerBound) }
             }
         }
+        if ChunkParallelism.cores > 1 { XCTAssertGreaterThan(threads.withLock { $0.count }, 1, "no piece ran on a helper thread") }
     }
 
     /// A failing range: the caller gets its error, and the serial stage never passes it.

@@ -91,7 +91,11 @@ enum ChunkParallelism {
         /// Runs `serial` over the finished pieces from the cursor on, unless another thread is doing so. A thread
         /// that finds the token taken leaves; the holder looks again after letting go, so no finished piece is missed.
         func drain<E: Error>(_ serial: (Int, Int) throws(E) -> Void) throws(E) {
-            while dp_atomic_load_u32(words + 1) == 0, dp_atomic_cas_u32(words, 0, 1) != 0 {
+            while dp_atomic_cas_u32(words, 0, 1) != 0 {
+                guard dp_atomic_load_u32(words + 1) == 0 else {  // checked under the token: a failed stage stays stopped
+                    dp_atomic_store_u32(words, 0)
+                    return
+                }
                 let from = Int(load(cursor))
                 var to = from
                 while to < pieces, dp_atomic_load_u32(words + 2 + to) != 0 { to += 1 }
