@@ -3,7 +3,7 @@
  * `open` does the reverse and stops at the first chunk that does not authenticate.
  *
  *   seal-baseline seal KEYFILE IN OUT    (KEYFILE: 32 bytes; made with random bytes when missing)
- *   seal-baseline open KEYFILE IN OUT
+ *   seal-baseline open KEYFILE IN OUT    (OUT "-": standard output, as it is, not truncated)
  *
  * No header, no per-file key, no fsync: the floor that dpctl put/cat are compared against. */
 #include <sodium.h>
@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
     crypto_aead_aes256gcm_beforenm(&state, key);
     sodium_memzero(key, sizeof key);
 
-    int in = open(argv[3], O_RDONLY), out = open(argv[4], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int in = open(argv[3], O_RDONLY), out = strcmp(argv[4], "-") == 0 ? 1 : open(argv[4], O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (in < 0) return die(argv[3]);
     if (out < 0) return die(argv[4]);
     static unsigned char plain[CHUNK], sealed[CHUNK + TAG];

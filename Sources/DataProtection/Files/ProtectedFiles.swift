@@ -135,18 +135,19 @@ public final class ProtectedFiles: Sendable {
     ///   for bulk imports that sync later, and for comparisons with tools that do not fsync.
     public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass, durable: Bool = true) throws(ProtectionError) {
         try replace(path, protection: protection, durable: durable) { (h) throws(ProtectionError) in
+            let cap = ProtectedFileHandle.batchChunks(chunkSize: h.chunkSize) * h.chunkSize
             var offset: Int64 = 0
-            // A regular file is read in place by the threads that seal it (pread); what it grows by meanwhile, and
-            // any other input (a pipe, a terminal), is read in batches below.
+            // A regular file of a batch or more is read in place by the threads that seal it (pread). What it grows
+            // by meanwhile, smaller files (among them pseudo-files whose stated size is not their content) and any
+            // other input (a pipe, a terminal) are read in batches below.
             var st = stat()
             let position = Int64(lseek(source, 0, SEEK_CUR))
-            if fstat(source, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, position >= 0, Int64(st.st_size) > position {
+            if fstat(source, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, position >= 0, Int64(st.st_size) - position >= Int64(cap) {
                 let count = Int64(st.st_size) - position
                 try h.write(fromFile: source, at: position, count: Int(count), to: 0)
                 offset = count
                 guard lseek(source, off_t(position + count), SEEK_SET) >= 0 else { throw ProtectionError.errno(errno, "read the input for", path) }
             }
-            let cap = ProtectedFileHandle.batchChunks(chunkSize: h.chunkSize) * h.chunkSize
             let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64)
             defer { buf.deallocate() }
             while true {
