@@ -146,11 +146,7 @@ public final class ProtectedFileHandle: Sendable {
     public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(ProtectionError) {
         guard offset >= 0 else { throw invalid("a negative offset") }
         guard bytes.count > 0 else { return }
-        try state.withLock { (st) throws(ProtectionError) in
-            let sealer = try live(&st, "write")
-            guard writable else { throw ProtectionError(.badHandle, "unable to write '\(path)': the handle was opened read-only; open it for writing", path: path) }
-            try guardingChange(&st, "write") { (st) throws(ProtectionError) in try writeRange(&st, sealer, .memory(bytes.baseAddress!), count: bytes.count, at: offset) }
-        }
+        try write(.memory(bytes.baseAddress!), count: bytes.count, at: offset)
     }
 
     /// Writes `bytes` at `offset` (see `write(_:at:)`).
@@ -162,10 +158,14 @@ public final class ProtectedFileHandle: Sendable {
     /// the threads sealing each batch read their own pieces of it, so reading the input overlaps the cipher.
     func write(fromFile source: Int32, at sourceOffset: Int64, count: Int, to offset: Int64) throws(ProtectionError) {
         guard count > 0 else { return }
+        try write(.file(source, base: sourceOffset), count: count, at: offset)
+    }
+
+    private func write(_ src: WriteSource, count: Int, at offset: Int64) throws(ProtectionError) {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "write")
             guard writable else { throw ProtectionError(.badHandle, "unable to write '\(path)': the handle was opened read-only; open it for writing", path: path) }
-            try guardingChange(&st, "write") { (st) throws(ProtectionError) in try writeRange(&st, sealer, .file(source, base: sourceOffset), count: count, at: offset) }
+            try guardingChange(&st, "write") { (st) throws(ProtectionError) in try writeRange(&st, sealer, src, count: count, at: offset) }
         }
     }
 

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Where the new bytes of a handle write come from.
 enum WriteSource {
     /// Zeros (a file extended by `truncate`).
@@ -23,15 +19,8 @@ enum WriteSource {
             destination.copyMemory(from: pointer + Int(k), byteCount: count)
             return count
         case .file(let fd, let base):
-            var done = 0
-            while done < count {
-                let n = Glibc.pread(fd, destination + done, count - done, off_t(base + k + Int64(done)))
-                if n < 0 && errno == EINTR { continue }
-                if n < 0 { throw SystemError(errno) }
-                if n == 0 { break }
-                done += n
-            }
-            return done
+            // The input is not the protected file: it is read with the real system calls, not the handle's seam.
+            return try SystemFileIO().readFully(fd, into: UnsafeMutableRawBufferPointer(start: destination, count: count), at: base + k)
         }
     }
 }

@@ -73,25 +73,22 @@ enum ChunkParallelism {
     /// the serial stage has got, and a token held by the one thread running it.
     private final class InOrder: @unchecked Sendable {  // every field is an atomic word
         private let pieces: Int
-        /// [0]: token (1 while a thread runs the serial stage); [1]: failed; [2 + p]: piece p finished.
+        /// [0]: token (1 while a thread runs the serial stage); [1]: failed; [2]: the first piece not yet through
+        /// the serial stage (written only by the token holder); [3 + p]: piece p finished.
         private let words: UnsafeMutablePointer<UInt32>
-        /// The first piece not yet through the serial stage (written only by the token holder).
-        private let cursor: UnsafeMutablePointer<Int64>
+        private var cursor: UnsafeMutablePointer<UInt32> { words + 2 }
 
         init(pieces: Int) {
             self.pieces = pieces
-            words = .allocate(capacity: pieces + 2)
-            words.initialize(repeating: 0, count: pieces + 2)
-            cursor = .allocate(capacity: 1)
-            cursor.initialize(to: 0)
+            words = .allocate(capacity: pieces + 3)
+            words.initialize(repeating: 0, count: pieces + 3)
         }
 
-        deinit {
-            words.deallocate()
-            cursor.deallocate()
-        }
+        deinit { words.deallocate() }
 
-        func finished(_ p: Int) { dp_atomic_store_u32(words + 2 + p, 1) }
+        func finished(_ p: Int) { dp_atomic_store_u32(words + 3 + p, 1) }
+
+        private func isFinished(_ p: Int) -> Bool { p < pieces && dp_atomic_load_u32(words + 3 + p) != 0 }
 
         /// Runs `serial` over the finished pieces from the cursor on, unless another thread is doing so. A thread
         /// that finds the token taken leaves; the holder looks again after letting go, so no finished piece is missed.
@@ -101,24 +98,20 @@ enum ChunkParallelism {
                     dp_atomic_store_u32(words, 0)
                     return
                 }
-                let from = Int(load(cursor))
+                let from = Int(dp_atomic_load_u32(cursor))
                 var to = from
-                while to < pieces, dp_atomic_load_u32(words + 2 + to) != 0 { to += 1 }
+                while isFinished(to) { to += 1 }
                 if to > from {
                     do throws(E) { try serial(from, to) } catch {
                         dp_atomic_store_u32(words + 1, 1)
                         dp_atomic_store_u32(words, 0)
                         throw error
                     }
-                    store(cursor, Int64(to))
+                    dp_atomic_store_u32(cursor, UInt32(to))
                 }
                 dp_atomic_store_u32(words, 0)
-                let next = Int(load(cursor))
-                guard next < pieces, dp_atomic_load_u32(words + 2 + next) != 0 else { return }
+                guard isFinished(Int(dp_atomic_load_u32(cursor))) else { return }
             }
         }
-
-        private func load(_ p: UnsafeMutablePointer<Int64>) -> Int64 { Int64(bitPattern: dp_atomic_load_u64(UnsafeRawPointer(p).assumingMemoryBound(to: UInt64.self))) }
-        private func store(_ p: UnsafeMutablePointer<Int64>, _ v: Int64) { dp_atomic_store_u64(UnsafeMutableRawPointer(p).assumingMemoryBound(to: UInt64.self), UInt64(bitPattern: v)) }
     }
 }

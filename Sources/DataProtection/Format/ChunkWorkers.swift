@@ -65,7 +65,7 @@ final class ChunkWorkers: @unchecked Sendable {  // `workers` is fixed after ini
                 while case let p = Int(dp_atomic_fetch_add_i64(next, 1)), p < pieces {
                     do throws(E) { try piece(p) } catch {
                         failures[slot] = (p, error)
-                        dp_atomic_store_u64(UnsafeMutableRawPointer(next).assumingMemoryBound(to: UInt64.self), UInt64(pieces))  // no new pieces
+                        _ = dp_atomic_fetch_add_i64(next, Int64(pieces))  // past the end: no new pieces
                         return
                     }
                 }
