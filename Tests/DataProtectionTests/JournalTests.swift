@@ -318,18 +318,10 @@ final class JournalTests: XCTestCase {
 }
 
 /// The real system calls, except that opening for writing is refused (EACCES), as for a user without write access.
-struct ReadOnlyIO: FileIO {
+struct ReadOnlyIO: ForwardingIO {
     let real = SystemFileIO()
     func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
         if flags & O_ACCMODE != O_RDONLY { throw SystemError(EACCES) }
         return try real.open(path, flags: flags, mode: mode)
     }
-    func close(_ fd: Int32) { real.close(fd) }
-    func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pread(fd, into: b, at: o) }
-    func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pwrite(fd, from: b, at: o) }
-    func fsync(_ fd: Int32) throws(SystemError) { try real.fsync(fd) }
-    func ftruncate(_ fd: Int32, to s: Int64) throws(SystemError) { try real.ftruncate(fd, to: s) }
-    func size(_ fd: Int32) throws(SystemError) -> Int64 { try real.size(fd) }
-    func rename(_ a: String, to b: String) throws(SystemError) { try real.rename(a, to: b) }
-    func unlink(_ p: String) throws(SystemError) { try real.unlink(p) }
 }

@@ -261,8 +261,8 @@ public final class ProtectedFileHandle: Sendable {
         }
     }
 
-    /// Writes the single empty last chunk of a new file.
-    func writeEmptyChunk() throws(ProtectionError) {
+    /// Writes a new file's header and its single empty last chunk, in one `pwrite` from offset 0.
+    func writeHeaderAndEmptyChunk(_ header: [UInt8]) throws(ProtectionError) {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "create")
             let slot = st.reserve(1, stride: layout.stride)
@@ -270,9 +270,13 @@ public final class ProtectedFileHandle: Sendable {
                 throw ProtectionError(.io(EIO), "unable to create '\(path)': \(error.message)", path: path, underlying: error)
             }
             sealer.seal(slot, count: 0, intoSlot: slot, index: 0, last: true)
-            do throws(SystemError) {
-                try io.writeFully(st.fd, from: UnsafeRawBufferPointer(start: slot, count: layout.overhead), at: layout.offset(ofChunk: 0))
-            } catch { throw ioError(error, "create") }
+            let chunkAt = Int(layout.offset(ofChunk: 0)), total = chunkAt + layout.overhead
+            assert(header.count == chunkAt, "the header ends where chunk 0 starts")
+            try withUnsafeTemporaryAllocation(byteCount: total, alignment: 16) { (b) throws(ProtectionError) in
+                header.withUnsafeBytes { b.copyMemory(from: $0) }
+                (b.baseAddress! + chunkAt).copyMemory(from: slot, byteCount: layout.overhead)
+                do throws(SystemError) { try io.writeFully(st.fd, from: UnsafeRawBufferPointer(b), at: 0) } catch { throw ioError(error, "create") }
+            }
         }
     }
 

@@ -270,10 +270,7 @@ public final class ProtectedFiles: Sendable {
             }
             let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false)
             do throws(ProtectionError) {
-                do throws(SystemError) {
-                    try header.encoded().span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
-                } catch { throw ProtectionError.errno(error.errno, "create", path) }
-                try h.writeEmptyChunk()
+                try h.writeHeaderAndEmptyChunk(header.encoded())
             } catch {
                 h.close()
                 try? io.unlink(path)
@@ -300,26 +297,44 @@ public final class ProtectedFiles: Sendable {
         return try retryingAfterRecovery(path) { () throws(ProtectionError) in try openNow(path, forWriting: false) }
     }
 
+    /// Opens `path` from one `pread` of its prefix when that read stops short (see `readPrefix`): every local
+    /// file system returns less than asked only at the end of the file. A file system that may return short reads
+    /// before the end (some network and FUSE ones) could make a good file look truncated, so a failure after such a
+    /// read is tried once more with the end confirmed by a read that returns 0.
     private func openNow(_ path: String, forWriting: Bool) throws(ProtectionError) -> ProtectedFileHandle {
+        var endUnconfirmed = false
+        do throws(ProtectionError) {
+            return try openNow(path, forWriting: forWriting, confirmingEnd: false, endUnconfirmed: &endUnconfirmed)
+        } catch where endUnconfirmed {
+            return try openNow(path, forWriting: forWriting, confirmingEnd: true, endUnconfirmed: &endUnconfirmed)
+        }
+    }
+
+    private func openNow(_ path: String, forWriting: Bool, confirmingEnd: Bool, endUnconfirmed: inout Bool) throws(ProtectionError) -> ProtectedFileHandle {
         let fd: Int32
         do throws(SystemError) { fd = try io.open(path, flags: forWriting ? O_RDWR : O_RDONLY, mode: 0) } catch {
             throw ProtectionError.errno(error.errno, "open", path)
         }
+        let h: ProtectedFileHandle, prefix: [UInt8]
         do throws(ProtectionError) {
-            let (header, fileSize, prefix) = try readPrefix(fd, path)
+            let (header, fileSize, bytes) = try readPrefix(fd, path, confirmingEnd: confirmingEnd, endUnconfirmed: &endUnconfirmed)
+            prefix = bytes
             let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: header.chunkSize, overhead: header.cipher.overhead)
             guard let size = layout.plaintextSize(forFileSize: fileSize) else {
                 throw ProtectionError(.authenticationFailed, "its size (\(fileSize) bytes) fits no valid file: it was truncated or extended; restore it from a backup")
             }
             let epoch = liveLock?.currentEpoch() ?? 0
             let fk = try fileKeys(for: header, raw: prefix)
-            let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: size, writable: forWriting, epoch: epoch, journaled: true, committed: true)
-            try h.verifyLastChunk(prefix: prefix)
-            return h
+            h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: size, writable: forWriting, epoch: epoch, journaled: true, committed: true)
         } catch {
             io.close(fd)
             throw error.about(path, "open")
         }
+        do throws(ProtectionError) { try h.verifyLastChunk(prefix: prefix) } catch {
+            h.close()  // the handle owns the descriptor now: it closes it, once
+            throw error.about(path, "open")
+        }
+        return h
     }
 
     /// The header facts of `path`, without any key.
@@ -357,22 +372,35 @@ public final class ProtectedFiles: Sendable {
 
     /// Reads and parses the header, plus as much of the file as fits in `prefixSize`, in one `pread`.
     ///
-    /// When the read stops short of `prefixSize` the file size is what was read;
-    /// otherwise it comes from `fstat`.
-    func readPrefix(_ fd: Int32, _ path: String) throws(ProtectionError) -> (FileHeader, Int64, [UInt8]) {
+    /// When the read stops short of `prefixSize` the file size is what was read; otherwise it comes from `fstat`.
+    /// Unless `confirmingEnd`, a short read is taken as the end of the file without the read that would return 0
+    /// (true of every local file system), and `endUnconfirmed` says so: see `openNow`.
+    func readPrefix(
+        _ fd: Int32, _ path: String, confirmingEnd: Bool = true, endUnconfirmed: inout Bool
+    ) throws(ProtectionError) -> (FileHeader, Int64, [UInt8]) {
         var failure: SystemError?
         let bytes = [UInt8](unsafeUninitializedCapacity: Self.prefixSize) { b, count in
-            do throws(SystemError) { count = try io.readFully(fd, into: UnsafeMutableRawBufferPointer(b), at: 0) } catch {
+            let buffer = UnsafeMutableRawBufferPointer(b)
+            do throws(SystemError) {
+                count = try confirmingEnd ? io.readFully(fd, into: buffer, at: 0) : io.readOnce(fd, into: buffer, at: 0)
+            } catch {
                 failure = error
                 count = 0
             }
         }
         if let failure { throw ProtectionError.errno(failure.errno, "read", path) }
+        endUnconfirmed = !confirmingEnd && bytes.count > 0 && bytes.count < Self.prefixSize
         let size: Int64
         do throws(SystemError) { size = bytes.count < Self.prefixSize ? Int64(bytes.count) : try io.size(fd) } catch {
             throw ProtectionError.errno(error.errno, "read", path)
         }
         return (try FileHeader.parse(bytes), size, bytes)
+    }
+
+    /// `readPrefix`, confirming the end of the file.
+    func readPrefix(_ fd: Int32, _ path: String) throws(ProtectionError) -> (FileHeader, Int64, [UInt8]) {
+        var unused = false
+        return try readPrefix(fd, path, endUnconfirmed: &unused)
     }
 
     /// Writes a new protected file to a temporary name beside `path`, then renames it over `path`.

@@ -117,6 +117,15 @@ extension FileIO {
         return done
     }
 
+    /// One `pread` into `buffer`, retried only on `EINTR`: may return fewer bytes than asked.
+    func readOnce(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        while true {
+            do { return try pread(fd, into: buffer, at: offset) } catch {
+                if error.errno != EINTR { throw error }
+            }
+        }
+    }
+
     /// Writes all of `buffer`, looping over short writes.
     func writeFully(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) {
         var done = 0
