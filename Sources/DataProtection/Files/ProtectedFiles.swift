@@ -376,7 +376,7 @@ public final class ProtectedFiles: Sendable {
     /// Unless `confirmingEnd`, a short read is taken as the end of the file without the read that would return 0
     /// (true of every local file system), and `endUnconfirmed` says so: see `openNow`.
     func readPrefix(
-        _ fd: Int32, _ path: String, confirmingEnd: Bool = true, endUnconfirmed: inout Bool
+        _ fd: Int32, _ path: String, confirmingEnd: Bool, endUnconfirmed: inout Bool
     ) throws(ProtectionError) -> (FileHeader, Int64, [UInt8]) {
         var failure: SystemError?
         let bytes = [UInt8](unsafeUninitializedCapacity: Self.prefixSize) { b, count in
@@ -400,7 +400,7 @@ public final class ProtectedFiles: Sendable {
     /// `readPrefix`, confirming the end of the file.
     func readPrefix(_ fd: Int32, _ path: String) throws(ProtectionError) -> (FileHeader, Int64, [UInt8]) {
         var unused = false
-        return try readPrefix(fd, path, endUnconfirmed: &unused)
+        return try readPrefix(fd, path, confirmingEnd: true, endUnconfirmed: &unused)
     }
 
     /// Writes a new protected file to a temporary name beside `path`, then renames it over `path`.
