@@ -25,8 +25,8 @@ final class RecoverCommandTests: DpctlTestCase {
         p.standardInput = input
         p.standardError = FileHandle.nullDevice
         try p.run()
-        // More than one batch, so the writer has written part of the file when it blocks for more.
-        input.fileHandleForWriting.write(Data(repeating: 0x41, count: 4 << 20))
+        // More than one batch (4 MiB), so the writer has written part of the file when it blocks for more.
+        input.fileHandleForWriting.write(Data(repeating: 0x41, count: 6 << 20))
         let tmp = "\(files)/.\(URL(fileURLWithPath: path).lastPathComponent).dp.tmp"
         let written = eventually(within: .seconds(60)) {
             ((try? FileManager.default.attributesOfItem(atPath: tmp)[.size] as? Int) ?? 0) > 1 << 20
@@ -80,7 +80,7 @@ final class RecoverCommandTests: DpctlTestCase {
         XCTAssertEqual(p.terminationStatus, 0)
         XCTAssertEqual(try listing(), ["f"])
         XCTAssertEqual(try dpctl(["repair", files]).status, 0)
-        XCTAssertEqual(try ok(["cat", path]).stdout.count, 4 << 20)
+        XCTAssertEqual(try ok(["cat", path]).stdout.count, 6 << 20)
     }
 
     func testJournalsAndExitCodes() throws {

@@ -9,31 +9,36 @@ import Glibc
 ///
 /// Holds only public parts and the `none` class keys, which are always
 /// available (the device secret alone unwraps them).
+///
+/// Whether the file changed is asked on every use (every protected open and create), so it must be cheap: the
+/// cache keeps a descriptor of the file it read and `fstat`s it (about 0.3 µs here) instead of looking the path up
+/// again (`stat` of the path: about 2 µs, five directories deep).
 final class KeybagCache: Sendable {
     let location: DomainLocation
     let io: any FileIO
-    private struct Stamp: Equatable { var ino: UInt64; var size: Int64; var mtime: Int; var mtimeNS: Int; var ctimeNS: Int }
-    private struct State: @unchecked Sendable { var stamp: Stamp?; var bag: Keybag; var none: [UInt32: ClassKey] }
+    private struct State: @unchecked Sendable { var watch: KeybagWatch?; var bag: Keybag; var none: [UInt32: ClassKey] }
     private let state: Locked<State>
 
     init(_ location: DomainLocation, io: any FileIO, bag: Keybag) {
         self.location = location
         self.io = io
-        self.state = Locked(State(stamp: Self.stamp(location.keybagPath), bag: bag, none: [:]))
+        self.state = Locked(State(watch: KeybagWatch(location.keybagPath), bag: bag, none: [:]))
     }
 
     /// The current keybag, re-read first if the file changed since.
     func bag() throws(ProtectionError) -> Keybag {
-        let now = Self.stamp(location.keybagPath)
-        if let cached = state.withLock({ $0.stamp == now && now != nil ? $0.bag : nil }) { return cached }
+        let (watch, cached) = state.withLock { ($0.watch, $0.bag) }
+        if let watch, watch.isUnchanged { return cached }
+        let fresh = KeybagWatch(location.keybagPath)  // before the read: a change after it is seen next time
         let bag = try Keybag.load(location, io: io) { (id) throws(ProtectionError) in try DeviceSecret.load(for: id, at: location, io: io) }
-        state.withLock { $0 = State(stamp: now, bag: bag, none: [:]) }
+        state.withLock { $0 = State(watch: fresh, bag: bag, none: [:]) }
         return bag
     }
 
     /// Replaces the cached keybag after this process wrote it.
     func update(_ bag: Keybag) {
-        state.withLock { $0 = State(stamp: Self.stamp(location.keybagPath), bag: bag, none: [:]) }
+        let fresh = KeybagWatch(location.keybagPath)
+        state.withLock { $0 = State(watch: fresh, bag: bag, none: [:]) }
     }
 
     /// Generation `g` of class `none`, unwrapped with the device secret once and kept (it is never locked).
@@ -45,11 +50,44 @@ final class KeybagCache: Sendable {
         state.withLock { $0.none[g] = k }
         return k
     }
+}
 
-    private static func stamp(_ path: String) -> Stamp? {
+/// An open descriptor of the keybag file, and its size and times when opened: whether the file at the keybag's
+/// path is still that file, unchanged, without looking the path up.
+///
+/// The keybag is only ever replaced whole (written beside it, renamed over it). Replacing drops the old file's
+/// link, and unlinking sets its change time, so a replaced keybag shows as unlinked or changed even while another
+/// name (a hard link kept as a backup) still holds it; writing in place would change its size or times.
+final class KeybagWatch: Sendable {
+    private struct Stamp: Equatable { var size: Int64; var mtime: timespec; var ctime: timespec
+        static func == (a: Stamp, b: Stamp) -> Bool {
+            a.size == b.size && a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec && a.ctime.tv_sec == b.ctime.tv_sec && a.ctime.tv_nsec == b.ctime.tv_nsec
+        }
+    }
+    private let fd: Int32
+    private let stamp: Stamp
+
+    /// Nil when the file cannot be opened (there is no keybag, or it cannot be read): every use then re-reads it.
+    init?(_ path: String) {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        guard let s = Self.stamp(fd) else {
+            Glibc.close(fd)
+            return nil
+        }
+        self.fd = fd
+        self.stamp = s
+    }
+
+    deinit { Glibc.close(fd) }
+
+    var isUnchanged: Bool { Self.stamp(fd) == stamp }
+
+    /// Nil when the file has no link left (it was replaced or removed) or cannot be examined.
+    private static func stamp(_ fd: Int32) -> Stamp? {
         var st = stat()
-        guard fstatat(AT_FDCWD, path, &st, 0) == 0 else { return nil }
-        return Stamp(ino: UInt64(st.st_ino), size: Int64(st.st_size), mtime: st.st_mtim.tv_sec, mtimeNS: st.st_mtim.tv_nsec, ctimeNS: st.st_ctim.tv_nsec)
+        guard fstat(fd, &st) == 0, st.st_nlink > 0 else { return nil }
+        return Stamp(size: Int64(st.st_size), mtime: st.st_mtim, ctime: st.st_ctim)
     }
 }
 

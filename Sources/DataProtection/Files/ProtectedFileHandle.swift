@@ -71,8 +71,10 @@ public final class ProtectedFileHandle: Sendable {
         }
     }
 
-    /// Chunks sealed or opened per system call.
-    static func batchChunks(chunkSize: Int) -> Int { max(1, (1 << 20) / chunkSize) }
+    /// Chunks sealed or opened per batch (4 MiB): a large call is done batch by batch, and the cores meet at the end
+    /// of each, where one waits while the other finishes the last piece (measured: `dpctl put` of 1 GiB took 5–8 %
+    /// less time than with 1 MiB batches, interleaved runs; 8 MiB gained nothing more). Memory is O(batch).
+    static func batchChunks(chunkSize: Int) -> Int { max(1, (4 << 20) / chunkSize) }
 
     /// - Parameters:
     ///   - journaled: keep a rollback journal (writable handles on the file's real name).

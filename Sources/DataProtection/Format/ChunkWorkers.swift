@@ -12,7 +12,7 @@ import Glibc
 /// pieces), and a helper that never woke is simply withdrawn.
 ///
 /// Why not `DispatchQueue.concurrentPerform`: it wakes a pool thread for every call and joins it at the end, and
-/// waking an idle vCPU in a VM costs tens of microseconds, a tenth of a 1 MiB batch. A helper here spins for
+/// waking an idle vCPU in a VM costs tens of microseconds, a tenth of the work of a 1 MiB call. A helper here spins for
 /// `idleSpin` after each job before it sleeps on a futex, so back-to-back batches find it awake, and an idle
 /// process costs nothing.
 ///
