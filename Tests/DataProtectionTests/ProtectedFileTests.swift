@@ -51,6 +51,24 @@ final class ProtectedFileTests: XCTestCase {
         }
     }
 
+    /// A handle given to the caller keeps at most one 1 MiB batch of chunks between calls, however large the calls
+    /// (a lock zeroes it, and it lives as long as the handle); only the handles behind whole-file streams, which
+    /// close when the stream ends, use larger batches.
+    func testCallersHandleKeepsOneSmallBatch() throws {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random())
+        let bytes = (0..<(9 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 12) }
+        let h = try files.create("\(dir)/f", protection: .complete)
+        defer { h.close() }
+        try h.write(bytes, at: 0)
+        let batch = ProtectedFileHandle.batchBytes / h.chunkSize
+        let limit = batch * (h.chunkSize + AEADCipher.preferred.overhead)
+        XCTAssertLessThanOrEqual(h.stagingBytes, limit)
+        XCTAssertEqual(try h.read(at: 0, count: bytes.count), bytes)
+        XCTAssertLessThanOrEqual(h.stagingBytes, limit)
+        XCTAssertGreaterThan(ProtectedFileHandle.streamingBatchBytes, ProtectedFileHandle.batchBytes)
+    }
+
     func testDefaultsAreMeasuredChoices() {
         let o = ProtectedFileOptions()
         XCTAssertEqual(o.chunkSize, 16384)
