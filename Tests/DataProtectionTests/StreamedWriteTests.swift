@@ -14,7 +14,7 @@ final class StreamedWriteTests: XCTestCase {
         let dir = try temporaryDirectory(self)
         let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: chunk))
         var rng = TestRNG(seed: 7)
-        let batch = max(1, ProtectedFileHandle.streamingBatchBytes / chunk) * chunk
+        let batch = ProtectedFileHandle.batchChunks(ProtectedFileHandle.streamingBatchBytes, chunkSize: chunk) * chunk
         for n in [0, 1, chunk - 1, chunk, chunk + 1, batch - 1, batch, batch + 1, 3 * batch + 17] {
             let input = rng.bytes(n)
             try writeBytes(input, "\(dir)/in")
@@ -34,7 +34,7 @@ final class StreamedWriteTests: XCTestCase {
         let dir = try temporaryDirectory(self)
         let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: chunk))
         var rng = TestRNG(seed: 8)
-        let input = rng.bytes(2 * max(1, ProtectedFileHandle.streamingBatchBytes / chunk) * chunk + 12_345)
+        let input = rng.bytes(2 * ProtectedFileHandle.batchChunks(ProtectedFileHandle.streamingBatchBytes, chunkSize: chunk) * chunk + 12_345)
         var ends: [Int32] = [0, 0]
         XCTAssertEqual(pipe(&ends), 0)
         let writeEnd = ends[1]

@@ -83,8 +83,15 @@ public final class ProtectedFileHandle: Sendable {
     /// buffer outlives the call, and `lock` zeroes it.
     static let streamingBatchBytes = 4 << 20
 
-    /// Makes this handle work in `streamingBatchBytes` batches.
-    func useStreamingBatches() { state.withLock { $0.batchBytes = Self.streamingBatchBytes } }
+    /// Chunks in a batch of `bytes` plaintext bytes (at least one).
+    static func batchChunks(_ bytes: Int, chunkSize: Int) -> Int { max(1, bytes / chunkSize) }
+
+    /// Makes this handle work in `streamingBatchBytes` batches; returns the plaintext bytes of one such batch
+    /// (whole chunks), the size in which a stream should hand data to it.
+    func useStreamingBatches() -> Int {
+        state.withLock { $0.batchBytes = Self.streamingBatchBytes }
+        return Self.batchChunks(Self.streamingBatchBytes, chunkSize: chunkSize) * chunkSize
+    }
 
     /// Bytes of the staging buffer the handle keeps between calls (what a lock zeroes).
     var stagingBytes: Int { state.withLock { $0.staging.count } }
@@ -384,7 +391,7 @@ public final class ProtectedFileHandle: Sendable {
             return
         }
         let lastOfFile = layout.chunkCount(forPlaintextSize: st.size) - 1
-        let batch = max(1, st.batchBytes / layout.chunkSize)
+        let batch = Self.batchChunks(st.batchBytes, chunkSize: layout.chunkSize)
         var i = layout.chunkIndex(containing: from)
         let lastWanted = layout.chunkIndex(containing: to - 1)
         while i <= lastWanted {
@@ -458,7 +465,7 @@ public final class ProtectedFileHandle: Sendable {
         var i = layout.chunkIndex(containing: min(offset, oldSize))
         if newSize > oldSize { i = min(i, oldLast) }
         let lastTouched = layout.chunkIndex(containing: end - 1)
-        let batch = max(1, st.batchBytes / layout.chunkSize)
+        let batch = Self.batchChunks(st.batchBytes, chunkSize: layout.chunkSize)
         let stride = layout.stride, nonce = sealer.nonceSize
         let zeros = if case .zeros = src { true } else { false }
         while i <= lastTouched {

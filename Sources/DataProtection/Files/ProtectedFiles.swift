@@ -135,8 +135,7 @@ public final class ProtectedFiles: Sendable {
     ///   for bulk imports that sync later, and for comparisons with tools that do not fsync.
     public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass, durable: Bool = true) throws(ProtectionError) {
         try replace(path, protection: protection, durable: durable) { (h) throws(ProtectionError) in
-            h.useStreamingBatches()
-            let cap = max(1, ProtectedFileHandle.streamingBatchBytes / h.chunkSize) * h.chunkSize
+            let cap = h.useStreamingBatches()
             var offset: Int64 = 0
             // A regular file of a batch or more is read in place by the threads that seal it (pread). What it grows
             // by meanwhile, smaller files (among them pseudo-files whose stated size is not their content) and any
@@ -192,8 +191,7 @@ public final class ProtectedFiles: Sendable {
     private func stream(_ path: String, into destination: Int32) throws(ProtectionError) {
         let h = try open(path)
         defer { h.close() }
-        h.useStreamingBatches()
-        let cap = max(1, ProtectedFileHandle.streamingBatchBytes / h.chunkSize) * h.chunkSize
+        let cap = h.useStreamingBatches()
         let buffers = (0..<2).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64) }
         let writer = DispatchQueue(label: "dataprotection.stream-writer")
         let idle = DispatchSemaphore(value: 1)  // taken while a write is in flight
