@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Whole-process dpctl figures for BENCHMARKS.md "Keys, unlock and rotation" (the in-process
-# figures come from `swift run -c release dp-keybench`). Needs hyperfine (Debian: apt-get install hyperfine).
+# figures come from `scripts/build-release dp-keybench && .build/release/dp-keybench`). Needs hyperfine (Debian: apt-get install hyperfine).
 # Runs in its own session keyring against a throwaway domain with the default (calibrated) Argon2id.
 set -euo pipefail
 if [[ -z "${DP_KEYS_BENCH_SESSION:-}" ]]; then exec env DP_KEYS_BENCH_SESSION=1 keyctl session - bash "$0" "$@"; fi
 cd "$(dirname "$0")/.."
-swift build -c release --product dpctl >/dev/null
+scripts/build-release dpctl >/dev/null
 DPCTL="$(swift build -c release --show-bin-path)/dpctl"
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
 export DATAPROTECTION_HOME="$WORK/home" DATAPROTECTION_DEVICE_DIR="$WORK/devices" DATAPROTECTION_KEYRING=session

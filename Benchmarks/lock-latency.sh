@@ -9,7 +9,7 @@ set -euo pipefail
 if [[ -z "${DP_BENCH_SESSION:-}" ]]; then exec env DP_BENCH_SESSION=1 keyctl session - bash "$0" "$@"; fi
 cd "$(dirname "$0")/.."
 rounds=${1:-15}
-swift build -c release --product dpctl --product dp-example-service >/dev/null
+scripts/build-release dpctl dp-example-service >/dev/null
 bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d); trap 'pkill -f "dp-example-service --work $work" || true; rm -rf "$work"' EXIT
 export DATAPROTECTION_HOME=$work/home DATAPROTECTION_DEVICE_DIR=$work/devices DATAPROTECTION_KEYRING=session

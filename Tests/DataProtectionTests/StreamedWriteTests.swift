@@ -5,6 +5,7 @@ import XCTest
 
 /// `write(contentsOf:)`: a regular-file input is read in place by the threads that seal it; any other input
 /// (a pipe) in batches. Both must give back exactly the bytes readable from the descriptor.
+/// `read(_:into:)`, the way back: every byte, once, in order.
 final class StreamedWriteTests: XCTestCase {
     let chunk = 4096
 
@@ -75,5 +76,41 @@ final class StreamedWriteTests: XCTestCase {
         }
         XCTAssertEqual(try files.read("\(dir)/out"), [1, 2, 3])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir).sorted(), ["in", "out"])
+    }
+
+    /// `read(_:into:)` sizes its two output buffers to the file when it is smaller than a batch: every size around
+    /// chunk and batch edges comes back whole, into a regular file and through a pipe (short writes).
+    func testStreamedReadGivesBackEveryByte() throws {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: chunk))
+        var rng = TestRNG(seed: 9)
+        let batch = ProtectedFileHandle.batchChunks(ProtectedFileHandle.streamingBatchBytes, chunkSize: chunk) * chunk
+        for n in [0, 1, chunk - 1, chunk + 1, batch - 1, batch, batch + 1, 2 * batch + 17] {
+            let input = rng.bytes(n)
+            try files.write(input, to: "\(dir)/p", protection: .complete)
+            let fd = open("\(dir)/back", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            try files.read("\(dir)/p", into: fd)
+            close(fd)
+            XCTAssertEqual(try readBytes("\(dir)/back"), input, "size \(n) into a file")
+        }
+        let input = rng.bytes(batch + 3 * chunk + 5)
+        try files.write(input, to: "\(dir)/p", protection: .complete)
+        var ends: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&ends), 0)
+        let readEnd = ends[0]
+        nonisolated(unsafe) var drained: [UInt8] = []
+        let done = DispatchSemaphore(value: 0)
+        let drainer = Thread {  // reads in odd-sized pieces: the writer blocks on a full pipe again and again
+            var b = [UInt8](repeating: 0, count: 5003)
+            while case let n = b.withUnsafeMutableBytes({ read(readEnd, $0.baseAddress, $0.count) }), n > 0 { drained += b[..<n] }
+            close(readEnd)
+            done.signal()
+        }
+        drainer.start()
+        try files.read("\(dir)/p", into: ends[1])
+        close(ends[1])
+        done.wait()
+        XCTAssertEqual(drained, input, "through a pipe")
     }
 }

@@ -191,20 +191,30 @@ public final class ProtectedFiles: Sendable {
     private func stream(_ path: String, into destination: Int32) throws(ProtectionError) {
         let h = try open(path)
         defer { h.close() }
-        let cap = h.useStreamingBatches()
+        // A batch, or the whole file when it is smaller (one that grows meanwhile is read in more rounds).
+        let cap = Int(min(Int64(h.useStreamingBatches()), max(1, try h.size)))
         let buffers = (0..<2).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64) }
+        var used = [0, 0]  // bytes of each buffer that have held plaintext
         let writer = DispatchQueue(label: "dataprotection.stream-writer")
         let idle = DispatchSemaphore(value: 1)  // taken while a write is in flight
         let failed = Locked<Int32>(0)  // errno of a failed write
         defer {
             idle.wait()  // the last write is done (or failed) before its buffer goes
             idle.signal()  // libdispatch traps when a semaphore is freed below its initial value
-            for b in buffers { b.initializeMemory(as: UInt8.self, repeating: 0); b.deallocate() }  // no plaintext left in freed memory
+            for (b, u) in zip(buffers, used) {  // no plaintext left in freed memory; pages never touched stay untouched
+                UnsafeMutableRawBufferPointer(rebasing: b[..<u]).initializeMemory(as: UInt8.self, repeating: 0)
+                b.deallocate()
+            }
         }
         var offset: Int64 = 0
         for k in 0... {
             let buf = buffers[k & 1]  // free: its write (batch k-2) finished before batch k-1's started
-            let n = try h.read(into: buf, at: offset)
+            let n: Int
+            do throws(ProtectionError) { n = try h.read(into: buf, at: offset) } catch {
+                used[k & 1] = cap  // a read that failed part-way may have left plaintext anywhere in the buffer
+                throw error
+            }
+            used[k & 1] = max(used[k & 1], n)
             idle.wait()
             if case let e = failed.withLock({ $0 }), e != 0 { idle.signal(); throw ProtectionError.errno(e, "write the output of", path) }
             if n == 0 { idle.signal(); break }
