@@ -74,7 +74,7 @@ func raw(decrypt: Bool) -> Double {
 }
 
 /// Raw libsodium on both cores at once: half of `total` through each loop, on its own thread; GB/s of the pair.
-/// What two cores can seal (or open) when both are busy, which on this VM is less than twice one core.
+/// What two cores can seal (or open) when both are busy: the cipher's share of the two-core ceiling.
 func rawBothCores(decrypt: Bool) -> Double {
     let done = DispatchSemaphore(value: 0)
     let t0 = now()

@@ -79,7 +79,7 @@ final class StreamedWriteTests: XCTestCase {
     }
 
     /// `read(_:into:)` sizes its two output buffers to the file when it is smaller than a batch: every size around
-    /// chunk and batch edges comes back whole, into a regular file and through a pipe (short writes).
+    /// chunk and batch edges comes back whole, into a regular file and through a pipe that fills up.
     func testStreamedReadGivesBackEveryByte() throws {
         let dir = try temporaryDirectory(self)
         let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: chunk))
