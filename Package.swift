@@ -32,6 +32,8 @@ let package = Package(
         .target(name: "CShims"),
         // The one lock type (pthread mutex; ThreadSanitizer sees it, unlike Synchronization.Mutex on Linux).
         .target(name: "Locking"),
+        // Paths taken apart and compared at the byte "/", as the kernel does (not by Character).
+        .target(name: "PathSyntax"),
 
         // The only importer of libsodium.
         .target(name: "ProtectionCrypto", dependencies: ["CSodium", "Locking"]),
@@ -47,11 +49,11 @@ let package = Package(
             name: "keyring-probe",
             dependencies: ["KernelKeyring", "CKeyutils", .product(name: "Logging", package: "swift-log")]),
         // NSFileCoordinator-style coordination; independent of the encryption.
-        .target(name: "FileCoordination", dependencies: ["CShims", "Locking"], exclude: ["README.md"]),
+        .target(name: "FileCoordination", dependencies: ["CShims", "Locking", "PathSyntax"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
-                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking",
+                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking", "PathSyntax",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),
@@ -64,7 +66,7 @@ let package = Package(
         // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point.
         .executableTarget(name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection"]),
         // A real process for FileCoordination's cross-process tests and benchmarks.
-        .executableTarget(name: "coordination-worker", dependencies: ["FileCoordination", "CShims"]),
+        .executableTarget(name: "coordination-worker", dependencies: ["FileCoordination", "CShims", "PathSyntax"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -87,10 +89,10 @@ let package = Package(
         .testTarget(
             name: "KernelKeyringTests",
             dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker"]),
+        .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker", "PathSyntax"]),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios", "Locking"],
+            dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios", "Locking", "PathSyntax"],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "Locking", "dpctl", "dp-example-service", "crash-worker"]),

@@ -3,6 +3,7 @@ internal import Glibc
 import Dispatch
 import Foundation
 import Locking
+internal import PathSyntax
 
 /// Watches the directories of presented items with inotify and reports writes, creations,
 /// renames and deletions of a presented item that no coordinated access accounts for, as
@@ -13,11 +14,11 @@ import Locking
 /// not reported: the coordinated path reports them itself.
 final class ChangeWatcher: Sendable {
     private struct State {
-        var directories: [String: Int32] = [:]
+        var directories: [PathKey: Int32] = [:]
         var watches: [Int32: String] = [:]
         /// Paths a coordinated access accounts for, until the given monotonic time.
-        var quietUntil: [String: UInt64] = [:]
-        var pending: Set<String> = []
+        var quietUntil: [PathKey: UInt64] = [:]
+        var pending: Set<PathKey> = []
     }
 
     static let grace: UInt64 = 200_000_000
@@ -41,26 +42,26 @@ final class ChangeWatcher: Sendable {
 
     /// Watches the directory that contains `path` (once per directory).
     func watch(_ path: String) {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = PathKey(parentDirectory(of: path))
         state.withLock { state in
             guard state.directories[directory] == nil else { return }
             let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB)
-            let wd = inotify_add_watch(fd, directory, mask)
+            let wd = inotify_add_watch(fd, directory.path, mask)
             guard wd >= 0 else { return }
             state.directories[directory] = wd
-            state.watches[wd] = directory
+            state.watches[wd] = directory.path
         }
     }
 
     /// Mutes reports for `path` until `deadline` (monotonic nanoseconds; `.max` until told otherwise).
     func quiet(_ path: String, until deadline: UInt64) {
-        state.withLock { $0.quietUntil[path] = deadline }
+        state.withLock { $0.quietUntil[PathKey(path)] = deadline }
     }
 
     private func isQuiet(_ path: String, _ state: inout State) -> Bool {
-        guard let until = state.quietUntil[path] else { return false }
+        guard let until = state.quietUntil[PathKey(path)] else { return false }
         if until > monotonicNow() { return true }
-        state.quietUntil[path] = nil
+        state.quietUntil[PathKey(path)] = nil
         return false
     }
 
@@ -90,12 +91,12 @@ final class ChangeWatcher: Sendable {
     private func schedule(_ path: String) {
         let first = state.withLock { state -> Bool in
             if isQuiet(path, &state) { return false }
-            return state.pending.insert(path).inserted
+            return state.pending.insert(PathKey(path)).inserted
         }
         guard first else { return }
         DispatchQueue.global().asyncAfter(deadline: .now() + Self.debounce) { [self] in
             let due = state.withLock { state -> Bool in
-                state.pending.remove(path)
+                state.pending.remove(PathKey(path))
                 return !isQuiet(path, &state)
             }
             if due { report(path) }

@@ -2,6 +2,7 @@
 internal import Glibc
 import Foundation
 import Locking
+internal import PathSyntax
 
 /// A tree of items coordinated together, and the lock directory that coordinates them.
 ///
@@ -72,7 +73,7 @@ final class DomainState: Sendable {
     let leases: LeasePool
     let presenters: PresenterHub
 
-    private static let all = Locked<[String: DomainState]>([:])
+    private static let all = Locked<[PathKey: DomainState]>([:])
 
     private init(root: String, lockDirectory: String, lockSupport: LockSupport) {
         self.root = root
@@ -83,8 +84,8 @@ final class DomainState: Sendable {
     }
 
     static func shared(root: String, lockDirectory: String, allowUnreliable: Bool) throws(CoordinationError) -> DomainState {
-        if let existing = all.withLock({ $0[lockDirectory] }) {
-            guard existing.root == root else {
+        if let existing = all.withLock({ $0[PathKey(lockDirectory)] }) {
+            guard samePath(existing.root, root) else {
                 throw CoordinationError(
                     .invalidRequest, path: lockDirectory,
                     message: "lock directory '\(lockDirectory)' already coordinates root '\(existing.root)', not '\(root)'; use one lock directory per root")
@@ -109,8 +110,8 @@ final class DomainState: Sendable {
         }
         state.leases.checkin(lease)
         return all.withLock { all in
-            if let raced = all[lockDirectory] { return raced }
-            all[lockDirectory] = state
+            if let raced = all[PathKey(lockDirectory)] { return raced }
+            all[PathKey(lockDirectory)] = state
             return state
         }
     }

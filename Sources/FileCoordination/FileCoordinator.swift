@@ -1,6 +1,7 @@
 // The public coordinator: NSFileCoordinator's calls, synchronous and async, over OFD locks.
 import Foundation
 import Synchronization
+internal import PathSyntax
 
 /// Coordinates reading and writing of items with every other coordinator of the same domain, in
 /// this process and in other processes, and notifies file presenters.
@@ -155,7 +156,7 @@ public final class FileCoordinator: Sendable {
         let from = try domain.state.locate(oldURL, resolvingSymlink: false).absolute
         let to = LockLayout.normalize(newURL.path(percentEncoded: false)) ?? newURL.path
         let covered = context.written.withLock { written in
-            written.contains { from == $0 || from.hasPrefix($0 + "/") }
+            written.contains { samePath(from, $0) || isPath(from, inside: $0) }
         }
         guard covered else {
             throw CoordinationError(

@@ -1,4 +1,5 @@
 // The pure arithmetic of the lock file: which bytes an access locks, and in which order.
+internal import PathSyntax
 
 /// A byte-range lock type.
 enum LockType: Int, Sendable, Comparable {
@@ -80,12 +81,15 @@ enum LockLayout {
     static func offset(ofSlot slot: UInt64) -> Int64 { Int64(slot) * SlotByte.width }
 
     /// The strict ancestors of a relative path that lie below the root: "a/b/c" gives ["a", "a/b"].
+    ///
+    /// Taken apart at the byte "/", as `plan` hashes it (see PathSyntax).
     static func ancestors(ofRelativePath relative: String) -> [String] {
         var result: [String] = []
-        var index = relative.startIndex
-        while let slash = relative[index...].firstIndex(of: "/") {
-            result.append(String(relative[..<slash]))
-            index = relative.index(after: slash)
+        let u = relative.utf8
+        var index = u.startIndex
+        while let slash = u[index...].firstIndex(of: UInt8(ascii: "/")) {
+            result.append(String(decoding: u[..<slash], as: UTF8.self))
+            index = u.index(after: slash)
         }
         return result
     }
@@ -118,12 +122,12 @@ enum LockLayout {
     /// Lexically normalises an absolute path: removes "." and empty components, resolves "..".
     /// - Returns: nil when the path is not absolute.
     static func normalize(_ path: String) -> String? {
-        guard path.utf8.first == UInt8(ascii: "/") else { return nil }
+        guard isAbsolutePath(path) else { return nil }
         if isNormal(path) { return path }
-        var parts: [Substring] = []
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
-            if part == "." { continue }
-            if part == ".." { _ = parts.popLast(); continue }
+        var parts: [String] = []
+        for part in pathComponents(of: path) {
+            if samePath(part, ".") { continue }
+            if samePath(part, "..") { _ = parts.popLast(); continue }
             parts.append(part)
         }
         return "/" + parts.joined(separator: "/")
@@ -139,13 +143,8 @@ enum LockLayout {
         return !previousWasSlash || path.utf8.count == 1
     }
 
-    /// The path of `path` relative to `root`, "" for the root itself, nil when outside.
+    /// The path of `path` relative to `root`, "" for the root itself, nil when outside (compared as bytes: PathSyntax).
     static func relative(_ path: String, toRoot root: String) -> String? {
-        if path == root { return "" }
-        if root == "/" { return String(path.dropFirst()) }
-        guard path.hasPrefix(root), path.utf8.count > root.utf8.count,
-            path.utf8[path.utf8.index(path.utf8.startIndex, offsetBy: root.utf8.count)] == UInt8(ascii: "/")
-        else { return nil }
-        return String(decoding: path.utf8.dropFirst(root.utf8.count + 1), as: UTF8.self)
+        samePath(path, root) ? "" : relativePath(of: path, inside: root)
     }
 }

@@ -2,6 +2,7 @@
 internal import CShims
 internal import Glibc
 import Foundation
+internal import PathSyntax
 
 /// The verdict on a filesystem for holding coordination locks.
 public struct LockSupport: Sendable, Equatable {
@@ -65,8 +66,8 @@ public struct LockSupport: Sendable, Equatable {
             let tail = halves[1].split(separator: " ")
             guard fields.count >= 5, let type = tail.first else { continue }
             let mountPoint = String(fields[4]).replacingOccurrences(of: "\\040", with: " ")
-            let inside = mountPoint == "/" || path == mountPoint || path.hasPrefix(mountPoint + "/")
-            if inside, mountPoint.count > (best?.length ?? -1) { best = (mountPoint.count, String(type)) }
+            let inside = samePath(path, mountPoint) || isPath(path, inside: mountPoint)
+            if inside, mountPoint.utf8.count > (best?.length ?? -1) { best = (mountPoint.utf8.count, String(type)) }
         }
         return best?.type
     }

@@ -4,6 +4,7 @@ import Foundation
 import Locking
 import Synchronization
 internal import Glibc
+internal import PathSyntax
 
 /// The presenters of one domain as this process sees them: its own registrations and, through the
 /// rendezvous, those of other processes.
@@ -76,7 +77,7 @@ final class PresenterHub: Sendable {
     }
 
     func localRegistrations(presenting path: String) -> [PresenterRegistration] {
-        local.withLock { $0.values.filter { $0.presentedPath == path } }
+        local.withLock { $0.values.filter { samePath($0.presentedPath, path) } }
     }
 
     /// Every presented item this access might concern, except `excluded`; cheap when there are none.

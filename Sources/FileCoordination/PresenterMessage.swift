@@ -1,5 +1,6 @@
 // The messages coordinators send presenters, their wire form between processes, and local delivery.
 import Foundation
+internal import PathSyntax
 
 /// One callback a coordinator asks of a presenter.
 enum PresenterMessage: Sendable, Hashable {
@@ -135,11 +136,11 @@ enum PresentedRelation: Equatable {
     case container
 
     init?(presented: String, accessed: String) {
-        if presented == accessed {
+        if samePath(presented, accessed) {
             self = .same
-        } else if presented.hasPrefix(accessed == "/" ? "/" : accessed + "/") {
+        } else if isPath(presented, inside: accessed) {
             self = .inside
-        } else if accessed.hasPrefix(presented == "/" ? "/" : presented + "/") {
+        } else if isPath(accessed, inside: presented) {
             self = .container
         } else {
             return nil

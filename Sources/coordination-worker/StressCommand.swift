@@ -2,6 +2,7 @@
 internal import CShims
 import FileCoordination
 import Foundation
+internal import PathSyntax
 
 /// `stress --items a,d/b --mode read|write|move --iterations N --log FILE --scoreboard FILE --hold-us U`
 ///
@@ -169,15 +170,15 @@ struct Scoreboard {
             let readers = value(other, 0)
             let writers = value(other, 1)
             let movers = value(other, 2)
-            if other == name {
+            if samePath(other, name) {
                 switch access {
                 case .read: if writers + movers > 0 { violations += 1 }
                 case .write: if readers + movers > 0 || writers > 1 { violations += 1 }
                 case .move: if readers + writers > 0 || movers > 1 { violations += 1 }
                 }
-            } else if name.hasPrefix(other + "/") {
+            } else if isPath(name, inside: other) {
                 if movers > 0 { violations += 1 }  // a directory around us is being moved
-            } else if other.hasPrefix(name + "/"), access == .move {
+            } else if isPath(other, inside: name), access == .move {
                 if readers + writers + movers > 0 { violations += 1 }  // something inside us is in use
             }
         }

@@ -1,6 +1,7 @@
 @testable import DataProtection
 import Foundation
 import XCTest
+import PathSyntax
 
 /// Directory listings read each name in place (`entryName`): under AddressSanitizer, copying the
 /// whole `d_name` field of an entry near the end of the directory buffer was a heap-buffer-overflow.

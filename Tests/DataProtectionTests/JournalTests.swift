@@ -2,6 +2,7 @@ import Foundation
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest
+import PathSyntax
 
 /// The rollback journal of in-place writes (FORMAT.md §6.7): layout, recovery, readers, writers, litter.
 final class JournalTests: XCTestCase {
@@ -24,6 +25,14 @@ final class JournalTests: XCTestCase {
         XCTAssertEqual(ProtectedFiles.journalPath(for: "c.txt"), ".c.txt.dpjournal")
         XCTAssertEqual(ProtectedFiles.journalPath(for: "/c"), "/.c.dpjournal")
         XCTAssertEqual(ProtectedFiles.journalPath(for: "Documents/x"), "Documents/.x.dpjournal")
+        // U+0600 is a Unicode "prepend" mark: as Characters, "\u{600}/" is one grapheme and holds no "/".
+        // Paths split at the byte, so the journal still lands beside the file.
+        XCTAssertEqual(ProtectedFiles.journalPath(for: "d\u{600}/f\u{301}"), "d\u{600}/.f\u{301}.dpjournal")
+        XCTAssertEqual(parentDirectory(of: "a/d\u{600}/f"), "a/d\u{600}")
+        XCTAssertEqual(lastComponent(of: "a/d\u{600}/f"), "f")
+        XCTAssertEqual(parentDirectory(of: "/f"), "/")
+        XCTAssertEqual(parentDirectory(of: "f"), ".")
+        XCTAssertEqual(lastComponent(of: "f"), "f")
     }
 
     func testLayoutRoundTripAndChecksums() throws {

@@ -3,6 +3,7 @@ import Locking
 
 #if canImport(Glibc)
 import Glibc
+import PathSyntax
 #endif
 
 /// A `FileIO` over real files that remembers everything not yet fsynced, so a test can cut the

@@ -1,5 +1,6 @@
 // The pure arithmetic: path normalisation, ancestors, slots and merged plans.
 @testable import FileCoordination
+import PathSyntax
 import XCTest
 
 final class LockLayoutTests: XCTestCase {
@@ -24,6 +25,16 @@ final class LockLayoutTests: XCTestCase {
         XCTAssertEqual(LockLayout.ancestors(ofRelativePath: "a/b/c"), ["a", "a/b"])
         XCTAssertEqual(LockLayout.ancestors(ofRelativePath: "a"), [])
         XCTAssertEqual(LockLayout.ancestors(ofRelativePath: ""), [])
+    }
+
+    func testPathsAreSplitAtTheSeparatorByte() {
+        // U+0600 is a Unicode prepend mark: "\u{600}/" is one Character, yet its "/" separates two names.
+        XCTAssertEqual(LockLayout.ancestors(ofRelativePath: "a\u{600}/b"), ["a\u{600}"])
+        XCTAssertEqual(LockLayout.normalize("/a\u{600}/../b"), "/b")
+        XCTAssertEqual(LockLayout.normalize("/a/\u{600}/./b"), "/a/\u{600}/b")
+        // The ancestor intents `plan` takes (hashed per byte) are the ancestors' own slots.
+        let plan = LockLayout.plan([("a\u{600}/b", .read)]).map(\.slot)
+        XCTAssertTrue(plan.contains(LockLayout.slot(forRelativePath: "a\u{600}")))
     }
 
     func testSlotsFitInAnOffset() {
@@ -79,5 +90,28 @@ final class LockLayoutTests: XCTestCase {
         XCTAssertEqual(PresentedRelation(presented: "/a/b/c", accessed: "/a/b"), .inside)
         XCTAssertEqual(PresentedRelation(presented: "/a", accessed: "/a/b"), .container)
         XCTAssertNil(PresentedRelation(presented: "/a/bc", accessed: "/a/b"))
+        XCTAssertEqual(PresentedRelation(presented: "/a", accessed: "/"), .inside)
+        // A name that starts with a combining mark: "/\u{301}" is one Character, yet the "/" separates.
+        XCTAssertEqual(PresentedRelation(presented: "/x/\u{301}b", accessed: "/x"), .inside)
+        XCTAssertEqual(PresentedRelation(presented: "/x", accessed: "/x/\u{301}b"), .container)
+        // "caf\u{e9}" and "cafe\u{301}" are equal Strings but two directories to the kernel.
+        XCTAssertNil(PresentedRelation(presented: "/caf\u{e9}", accessed: "/cafe\u{301}"))
+        XCTAssertNil(PresentedRelation(presented: "/caf\u{e9}/f", accessed: "/cafe\u{301}"))
+    }
+
+    func testPathRelationsAreByteWise() {
+        XCTAssertEqual(relativePath(of: "/d/a/b", inside: "/d"), "a/b")
+        XCTAssertEqual(relativePath(of: "/d/a", inside: "/d/"), "a")
+        XCTAssertEqual(relativePath(of: "/a", inside: "/"), "a")
+        XCTAssertNil(relativePath(of: "/d", inside: "/d"))
+        XCTAssertNil(relativePath(of: "/d/", inside: "/d"))
+        XCTAssertNil(relativePath(of: "/dx", inside: "/d"))
+        XCTAssertNil(relativePath(of: "/", inside: "/"))
+        XCTAssertTrue(isPath("/x/\u{301}b", inside: "/x"))
+        XCTAssertFalse(isPath("/cafe\u{301}/b", inside: "/caf\u{e9}"))
+        XCTAssertFalse(samePath("caf\u{e9}", "cafe\u{301}"))
+        XCTAssertEqual(Set([PathKey("caf\u{e9}"), PathKey("cafe\u{301}"), PathKey("caf\u{e9}")]).count, 2)
+        XCTAssertEqual(LockLayout.relative("/r/\u{301}x", toRoot: "/r"), "\u{301}x")
+        XCTAssertNil(LockLayout.relative("/cafe\u{301}/x", toRoot: "/caf\u{e9}"))
     }
 }

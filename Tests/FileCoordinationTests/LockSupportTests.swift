@@ -46,6 +46,19 @@ final class LockSupportTests: XCTestCase {
         }
     }
 
+    func testCanonicallyEquivalentRootsAreTwoDomains() throws {
+        // "caf\u{e9}" (NFC) and "cafe\u{301}" (NFD) are equal as Strings but two directories to the kernel:
+        // each must get its own lock directory, not share the first one's (and lock the other tree's items).
+        let base = try makeScratchDirectory()
+        let composed = base.appendingPathComponent("caf\u{e9}"), decomposed = base.appendingPathComponent("cafe\u{301}")
+        for url in [composed, decomposed] { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false) }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: base.path).count, 2)
+        let first = try CoordinationDomain(root: composed), second = try CoordinationDomain(root: decomposed)
+        XCTAssertEqual(Array(first.lockDirectory.path.utf8), Array((composed.path + "/.coordination").utf8))
+        XCTAssertEqual(Array(second.lockDirectory.path.utf8), Array((decomposed.path + "/.coordination").utf8))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: decomposed.path + "/.coordination/locks"))
+    }
+
     func testDomainReportsItsFilesystem() throws {
         let root = try makeScratchDirectory()
         let domain = try CoordinationDomain(root: root)

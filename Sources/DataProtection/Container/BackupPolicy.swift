@@ -2,6 +2,7 @@ internal import CShims
 
 #if canImport(Glibc)
 import Glibc
+internal import PathSyntax
 #endif
 
 /// What backup tools should copy from a container, and the conventions that tell them with no configuration.
@@ -49,8 +50,7 @@ public enum BackupPolicy {
     /// The exclude list for `format` for the container at `root`, one pattern per line (absolute paths made from `root` as given).
     public static func excludeList(containerAt root: String, format: ExcludeFormat) throws(ProtectionError) -> String {
         let entries = try plan(containerAt: root)
-        var base = root.hasPrefix("/") ? root : Container.currentDirectory() + "/" + root
-        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
+        let base = droppingTrailingSeparators(isAbsolutePath(root) ? root : Container.currentDirectory() + "/" + root)
         // Only the top of each excluded subtree: the tools exclude a directory's contents with it.
         let excluded = entries.filter { !$0.isIncluded && !$0.isCoveredByParent }.map(\.path)
         return excluded.map { p in
@@ -158,7 +158,7 @@ extension Container {
     public func isExcludedFromBackup(_ path: String) throws(ProtectionError) -> Bool {
         do throws(SystemError) {
             var prefix = ""
-            for part in path.split(separator: "/") {
+            for part in pathComponents(of: path) {
                 prefix = prefix.isEmpty ? String(part) : prefix + "/" + part
                 if let d = ContainerDirectory(relativePath: prefix), !d.isBackedUp { return true }
                 if try BackupPolicy.flag(confinement, prefix, try confinement.status(prefix)) { return true }

@@ -2,6 +2,7 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
+internal import PathSyntax
 #endif
 
 /// Plain (unprotected) files and whole trees beneath the root: the container's own metadata, tags and purges.

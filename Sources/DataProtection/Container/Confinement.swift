@@ -2,6 +2,7 @@ internal import CShims
 
 #if canImport(Glibc)
 import Glibc
+internal import PathSyntax
 #endif
 
 /// Resolves container-relative paths beneath the container root with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`.
@@ -70,12 +71,11 @@ final class Confinement: Sendable {
     ///
     /// The last component must name an item: not empty, `.` or `..`.
     func withParent<R>(of path: String, _ body: (Int32, String) throws(SystemError) -> R) throws(SystemError) -> R {
-        var p = Substring(path)
-        while p.count > 1 && p.hasSuffix("/") { p = p.dropLast() }
-        let name = p.lastIndex(of: "/").map { String(p[p.index(after: $0)...]) } ?? String(p)
+        // Split at the byte (PathSyntax.swift): a name handed to the *at calls below must hold no "/".
+        let p = droppingTrailingSeparators(path)
+        let name = lastComponent(of: p)
         guard !name.isEmpty, name != ".", name != "..", !path.utf8.contains(0) else { throw SystemError(EINVAL) }
-        let dir = p.lastIndex(of: "/").map { String(p[..<$0]) } ?? "."
-        let fd = try open(dir.isEmpty ? "/" : dir, flags: Confinement.pathOnly | O_DIRECTORY)
+        let fd = try open(parentDirectory(of: p), flags: Confinement.pathOnly | O_DIRECTORY)
         defer { Glibc.close(fd) }
         return try body(fd, name)
     }

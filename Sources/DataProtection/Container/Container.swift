@@ -3,6 +3,7 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
+internal import PathSyntax
 #endif
 
 /// An app's sandbox container: the standard directories, each with its policy, on top of protected files.
@@ -95,7 +96,7 @@ public final class Container: Sendable {
     /// - Throws: `.notFound` when a standard directory is missing; `.bundleTampered` when
     ///   `options.trustedBundleKey` is set and the bundle does not match its seal.
     public init(at root: String, keys: any ClassKeyProvider, options: OpenOptions = .init()) throws(ProtectionError) {
-        let absolute = root.hasPrefix("/") ? root : Self.currentDirectory() + "/" + root
+        let absolute = isAbsolutePath(root) ? root : Self.currentDirectory() + "/" + root
         let c: Confinement
         do throws(SystemError) { c = try Confinement(root: absolute) } catch { throw .errno(error.errno, "open the container", absolute) }
         var ids: [FileIdentity: ContainerDirectory] = [:]
@@ -212,7 +213,7 @@ public final class Container: Sendable {
     /// - Throws: `.invalidArgument` when `path` is not in the Inbox; `.alreadyExists` when the destination exists.
     @discardableResult
     public func moveOutOfInbox(_ path: String, to destination: String? = nil) throws(ProtectionError) -> String {
-        let source = path.contains("/") ? path : ContainerDirectory.inbox.relativePath + "/" + path
+        let source = path.utf8.contains(UInt8(ascii: "/")) ? path : ContainerDirectory.inbox.relativePath + "/" + path
         guard try directory(containing: source, "move") == .inbox else {
             throw ProtectionError(.invalidArgument, "unable to move '\(source)' out of the Inbox: it is not in Documents/Inbox", path: source)
         }

@@ -1,4 +1,5 @@
 import Locking
+internal import PathSyntax
 
 /// A uniform type identifier: a name, the types it conforms to, and its filename extensions (the analogue of `UTType`).
 public struct UniformType: Sendable, Hashable, CustomStringConvertible {
@@ -75,7 +76,7 @@ public final class ContentTypes: Sendable {
 
     /// The type of a file by its name's extension; nil without a known one.
     public func type(forPath path: String) -> UniformType? {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
+        let name = pathComponents(of: path).last ?? path
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
         return type(forExtension: String(name[name.index(after: dot)...]))
     }

@@ -64,10 +64,11 @@ extension Container {
     /// - Throws: `.escapesContainer` when `url` is not a file URL inside the container.
     public func relativePath(of url: URL) throws(ProtectionError) -> String {
         let p = url.standardizedFileURL.path
-        guard url.isFileURL, p.hasPrefix(root + "/") else {
+        let inside = (root + "/").utf8  // bytes, not Characters: see PathSyntax.swift
+        guard url.isFileURL, p.utf8.starts(with: inside) else {
             throw ProtectionError(.escapesContainer, "'\(url.path)' is not inside the container '\(root)'; use a URL from url(for:)", path: url.path)
         }
-        return String(p.dropFirst(root.count + 1))
+        return String(decoding: p.utf8.dropFirst(inside.count), as: UTF8.self)
     }
 
     /// Writes `data` like `Data.write(to:options:)`: atomically, with the class its protection options name

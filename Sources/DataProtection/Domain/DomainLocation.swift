@@ -1,4 +1,5 @@
 import ProtectionCrypto
+internal import PathSyntax
 
 /// The identifier of a protection domain: 16 random bytes, written as 32 hex digits.
 ///
@@ -76,9 +77,5 @@ public struct DomainLocation: Sendable, Equatable {
         return DomainLocation(home: trimmed(h), deviceDirectory: trimmed(d))
     }
 
-    private static func trimmed(_ p: String) -> String {
-        var p = p
-        while p.count > 1 && p.hasSuffix("/") { p.removeLast() }
-        return p
-    }
+    private static func trimmed(_ p: String) -> String { droppingTrailingSeparators(p) }
 }

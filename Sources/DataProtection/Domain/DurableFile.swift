@@ -3,6 +3,7 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
+internal import PathSyntax
 #endif
 
 /// Small files written atomically and durably: temporary file, fsync, rename, directory fsync.
@@ -138,8 +139,8 @@ enum DurableFile {
 enum PrivatePath {
     /// Creates `path` and any missing parents with mode 0700; existing directories are left as they are.
     static func makeDirectory(_ path: String) throws(ProtectionError) {
-        var prefix = path.hasPrefix("/") ? "" : "."
-        for part in path.split(separator: "/") {
+        var prefix = isAbsolutePath(path) ? "" : "."
+        for part in pathComponents(of: path) {
             prefix += "/" + part
             if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
                 throw ProtectionError.errno(errno, "create the directory", prefix)

@@ -5,6 +5,7 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
+internal import PathSyntax
 #endif
 
 /// A protection domain: what one passphrase unlocks — its keybag, its class keys while unlocked, and its protected files.

@@ -110,9 +110,9 @@ enum JournalFormat {
 
 /// The path of the rollback journal of the protected file at `path`: `.<name>.dpjournal` in the same directory.
 func journalPath(for path: String) -> String {
-    let dir = parentDirectory(of: path)
-    let name = ".\(lastComponent(of: path)).dpjournal"
-    return path.contains("/") ? "\(dir == "/" ? "" : dir)/\(name)" : name
+    let u = path.utf8
+    guard let slash = u.lastIndex(of: UInt8(ascii: "/")) else { return ".\(path).dpjournal" }
+    return "\(String(decoding: u[..<slash], as: UTF8.self))/.\(String(decoding: u[u.index(after: slash)...], as: UTF8.self)).dpjournal"
 }
 
 extension FileIO {

@@ -2,6 +2,7 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
+internal import PathSyntax
 #endif
 
 /// What `ProtectedFiles.recoverTree(_:)` found and did, file by file.

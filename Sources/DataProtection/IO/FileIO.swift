@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+internal import PathSyntax
 #endif
 
 /// The file-system calls the protected-file layer makes, as a seam.
@@ -147,18 +148,6 @@ extension FileIO {
         defer { close(fd) }
         try fsync(fd)
     }
-}
-
-/// The directory part of `path` ("." for a bare name).
-func parentDirectory(of path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return "." }
-    return slash == path.startIndex ? "/" : String(path[..<slash])
-}
-
-/// The last component of `path`.
-func lastComponent(of path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return path }
-    return String(path[path.index(after: slash)...])
 }
 
 /// The name of the directory entry `e` that `readdir` returned.
