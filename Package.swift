@@ -77,7 +77,7 @@ let package = Package(
 
         // Measurement drivers behind BENCHMARKS.md (throughput against raw libsodium, lock-check cost).
         .executableTarget(
-            name: "dp-bench", dependencies: ["DataProtection", "ProtectionCrypto", "CSodium"]),
+            name: "dp-bench", dependencies: ["DataProtection", "ProtectionCrypto", "CSodium", "CShims"]),
         // A long-running service that embeds the library as an app would (Examples/BackgroundService).
         .executableTarget(name: "dp-example-service", dependencies: ["DataProtection", "Locking"], path: "Examples/BackgroundService"),
         // The main job's tour of the library (scripts/walkthrough).

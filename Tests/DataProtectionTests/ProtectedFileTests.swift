@@ -51,9 +51,9 @@ final class ProtectedFileTests: XCTestCase {
         }
     }
 
-    /// A handle given to the caller keeps at most one 1 MiB batch of chunks between calls, however large the calls
-    /// (a lock zeroes it, and it lives as long as the handle); only the handles behind whole-file streams, which
-    /// close when the stream ends, use larger batches.
+    /// A handle given to the caller keeps at most one 1 MiB batch of chunks between calls, plus the slot that holds the
+    /// last chunk's plaintext, however large the calls (a lock zeroes it, and it lives as long as the handle); only the
+    /// handles behind whole-file streams, which close when the stream ends, use larger batches.
     func testCallersHandleKeepsOneSmallBatch() throws {
         let dir = try temporaryDirectory(self)
         let files = ProtectedFiles(keys: try InMemoryClassKeys.random())
@@ -62,11 +62,55 @@ final class ProtectedFileTests: XCTestCase {
         defer { h.close() }
         try h.write(bytes, at: 0)
         let batch = ProtectedFileHandle.batchBytes / h.chunkSize
-        let limit = batch * (h.chunkSize + AEADCipher.preferred.overhead)
+        let limit = (batch + 1) * (h.chunkSize + AEADCipher.preferred.overhead)
         XCTAssertLessThanOrEqual(h.stagingBytes, limit)
         XCTAssertEqual(try h.read(at: 0, count: bytes.count), bytes)
         XCTAssertLessThanOrEqual(h.stagingBytes, limit)
         XCTAssertGreaterThan(ProtectedFileHandle.streamingBatchBytes, ProtectedFileHandle.batchBytes)
+    }
+
+    /// An append re-seals the old last chunk (its "last" flag changes) from the plaintext the handle kept when it sealed
+    /// it, with no read and no open of it; a write elsewhere keeps that copy, a truncate drops it, and the file reads
+    /// back as written through a new handle.
+    func testAppendsReuseTheKeptLastChunk() throws {
+        let dir = try temporaryDirectory(self)
+        let io = ReadCountingIO()
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096), io: io)
+        var model = (0..<6000).map { UInt8(truncatingIfNeeded: $0) }
+        let h = try files.create("\(dir)/f", protection: .complete)
+        try h.write(model, at: 0)
+        func appendSome(_ count: Int) throws -> Int {
+            let before = io.reads.load(ordering: .relaxed)
+            for k in 0..<count {
+                let piece = (0..<(700 + 37 * k)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ k) }
+                try h.append(piece)
+                model += piece
+            }
+            return io.reads.load(ordering: .relaxed) - before
+        }
+        XCTAssertEqual(try appendSome(20), 0, "appends read the file")
+        // A partial write inside the file reads its own chunk, and leaves the kept last chunk as it was.
+        try h.write([9, 9, 9], at: 5000)
+        model.replaceSubrange(5000..<5003, with: [9, 9, 9])
+        XCTAssertEqual(try appendSome(5), 0, "an append after a write elsewhere read the file")
+        // A truncate re-seals a new last chunk in place: the next append reads it once, the ones after it not.
+        try h.truncate(to: Int64(model.count - 3000))
+        model.removeLast(3000)
+        XCTAssertEqual(try appendSome(1), 1)
+        XCTAssertEqual(try appendSome(5), 0)
+        h.close()
+        // Opened again for writing: open authenticates the last chunk, and appends use it. The first one also copies
+        // that chunk's sealed bytes, as committed, into the rollback journal (one read); the ones after it, nothing.
+        let w = try files.open("\(dir)/f", forWriting: true)
+        let readsOf = { (count: Int) throws -> Int in
+            let before = io.reads.load(ordering: .relaxed)
+            for k in 0..<count { let piece = [UInt8](repeating: UInt8(k), count: 3000); try w.append(piece); model += piece }
+            return io.reads.load(ordering: .relaxed) - before
+        }
+        XCTAssertEqual(try readsOf(1), 1)
+        XCTAssertEqual(try readsOf(5), 0)
+        w.close()
+        XCTAssertEqual(try ProtectedFiles(keys: files.keys, options: .init(chunkSize: 4096)).read("\(dir)/f"), model)
     }
 
     func testDefaultsAreMeasuredChoices() {
@@ -186,4 +230,14 @@ final class FsyncCountingIO: ForwardingIO {
     let real = SystemFileIO()
     let fsyncs = Atomic<Int>(0)
     func fsync(_ fd: Int32) throws(SystemError) { fsyncs.add(1, ordering: .relaxed); try real.fsync(fd) }
+}
+
+/// The real system calls, counting `pread`s.
+final class ReadCountingIO: ForwardingIO {
+    let real = SystemFileIO()
+    let reads = Atomic<Int>(0)
+    func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int {
+        reads.add(1, ordering: .relaxed)
+        return try real.pread(fd, into: b, at: o)
+    }
 }

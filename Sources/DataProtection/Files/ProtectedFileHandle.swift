@@ -44,10 +44,11 @@ public final class ProtectedFileHandle: Sendable {
         var revokedBy: ProtectionError?
         /// The live-lock epoch the keys were obtained under.
         var epoch: UInt64
-        /// The chunk whose authenticated plaintext sits in staging slot 0 (after its nonce), or -1.
-        /// Set when open authenticates the last chunk, so the first read of a small file costs nothing more.
+        /// The file's last chunk while its authenticated plaintext sits in the tail slot (after its nonce), or -1.
+        /// Set when open authenticates the last chunk, so the first read of a small file costs nothing more, and by
+        /// every write that seals the last chunk, so the next append re-seals it without reading and opening it.
         var tail: Int64 = -1
-        /// Sealed-chunk buffer: one slot per chunk of a batch, grown on demand up to a full batch.
+        /// The tail slot, then one slot per chunk of a batch (grown on demand up to a full batch).
         var staging: UnsafeMutableRawBufferPointer
         /// The rollback journal; nil for read-only handles and a replace's temporary file.
         var journal: WriteJournal?
@@ -60,16 +61,22 @@ public final class ProtectedFileHandle: Sendable {
 
         deinit { staging.deallocate() }
 
-        /// Makes room for `chunks` slots of `stride` bytes (small files never pay for a full batch).
+        /// The tail slot: nonce-sized gap, then the plaintext of chunk `tail`.
+        var tailSlot: UnsafeMutableRawPointer { staging.baseAddress! }
+
+        /// Makes room for `chunks` batch slots of `stride` bytes after the tail slot, which keeps its bytes; returns
+        /// the first batch slot (small files never pay for a full batch).
         @inline(__always)
         mutating func reserve(_ chunks: Int, stride: Int) -> UnsafeMutableRawPointer {
-            tail = -1
-            let need = chunks * stride
+            let need = (chunks + 1) * stride
             if staging.count < need {
+                let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: need, alignment: 16)  // malloc's own alignment: no memalign
+                if tail >= 0 { grown.baseAddress!.copyMemory(from: staging.baseAddress!, byteCount: stride) }
+                staging.initializeMemory(as: UInt8.self, repeating: 0)  // it held plaintext
                 staging.deallocate()
-                staging = .allocate(byteCount: need, alignment: 16)  // malloc's own alignment: no memalign
+                staging = grown
             }
-            return staging.baseAddress!
+            return staging.baseAddress! + stride
         }
     }
 
@@ -111,7 +118,8 @@ public final class ProtectedFileHandle: Sendable {
         self.writable = writable
         self.io = files.io
         self.files = files
-        let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride, alignment: 16)
+        // The tail slot, and for a writer one batch slot: a small file's write then needs no larger buffer.
+        let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride * (writable ? 2 : 1), alignment: 16)
         self.state = Locked(State(
             fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging,
             journal: writable && journaled ? WriteJournal(path: journalPath(for: path), dataPath: path, fileID: header.fileID) : nil,
@@ -287,7 +295,8 @@ public final class ProtectedFileHandle: Sendable {
     func writeHeaderAndEmptyChunk(_ header: [UInt8]) throws(ProtectionError) {
         try state.withLock { (st) throws(ProtectionError) in
             let sealer = try live(&st, "create")
-            let slot = st.reserve(1, stride: layout.stride)
+            st.tail = -1
+            let slot = st.tailSlot  // scratch: the empty chunk has no plaintext to keep
             do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to create '\(path)': \(error.message)", path: path, underlying: error)
             }
@@ -312,7 +321,7 @@ public final class ProtectedFileHandle: Sendable {
             let last = layout.chunkCount(forPlaintextSize: st.size) - 1
             let plen = layout.plaintextLength(ofChunk: last, plaintextSize: st.size)
             let start = Int(layout.offset(ofChunk: last)), len = plen + layout.overhead
-            let slot = st.reserve(1, stride: layout.stride)
+            let slot = st.tailSlot
             if start + len <= prefix.count {
                 // Opened straight from the bytes read at open into the slot's plaintext place.
                 let r: Result<Void, CryptoError> = prefix.withUnsafeBytes { p in
@@ -433,7 +442,6 @@ public final class ProtectedFileHandle: Sendable {
 
     /// Reads and opens chunk `j` (of a file of `size` bytes) into its staging slot; returns the plaintext pointer.
     private func loadChunk(_ st: inout State, _ sealer: ChunkSealer, _ j: Int64, size: Int64, slot: UnsafeMutableRawPointer) throws(ProtectionError) -> UnsafeMutableRawPointer {
-        st.tail = -1
         let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
         let len = plen + layout.overhead
         let got: Int
@@ -468,6 +476,11 @@ public final class ProtectedFileHandle: Sendable {
         let batch = Self.batchChunks(st.batchBytes, chunkSize: layout.chunkSize)
         let stride = layout.stride, nonce = sealer.nonceSize
         let zeros = if case .zeros = src { true } else { false }
+        // The tail slot: read below for the old last chunk, rewritten with the new last chunk; what it holds when the
+        // call ends is decided here (nothing, if the call fails part-way).
+        let keptTail = st.tail
+        var tailAfter: Int64 = -1
+        defer { st.tail = tailAfter }
         while i <= lastTouched {
             let n = Int(min(Int64(batch), lastTouched - i + 1))
             let staging = st.reserve(n, stride: stride)
@@ -479,8 +492,12 @@ public final class ProtectedFileHandle: Sendable {
                     let plain = staging + pos + nonce
                     var keep = 0
                     if c.needsOld {
-                        _ = try loadChunk(&st, sealer, j, size: oldSize, slot: staging + pos)
                         keep = layout.plaintextLength(ofChunk: j, plaintextSize: oldSize)
+                        if j == keptTail {
+                            plain.copyMemory(from: st.tailSlot + nonce, byteCount: keep)  // an append: no read, no open
+                        } else {
+                            _ = try loadChunk(&st, sealer, j, size: oldSize, slot: staging + pos)
+                        }
                     }
                     if keep < c.length { (plain + keep).initializeMemory(as: UInt8.self, repeating: 0, count: c.length - keep) }
                     if c.writeTo > c.writeFrom, !zeros {
@@ -497,7 +514,7 @@ public final class ProtectedFileHandle: Sendable {
             }
             // Both cores seal pieces of the batch; whichever is free writes the sealed pieces, in order, in one
             // `pwrite` per run of them (the file's inode lock admits one writer at a time anyway).
-            let first = i, fd = st.fd
+            let first = i, fd = st.fd, tailPlain = st.tailSlot + nonce
             try ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { (part) throws(ProtectionError) in
                 for k in part {
                     let j = first + Int64(k)
@@ -511,6 +528,11 @@ public final class ProtectedFileHandle: Sendable {
                         case .zeros: break
                         }
                     }
+                    if j == newLast {
+                        // Kept for the next append, and sealed from the kept copy: the two cannot differ.
+                        tailPlain.copyMemory(from: from, byteCount: c.length)
+                        from = UnsafeRawPointer(tailPlain)
+                    }
                     sealer.seal(from, count: c.length, intoSlot: slot, index: j, last: j == newLast)
                 }
             } thenInOrder: { (run) throws(ProtectionError) in
@@ -523,6 +545,7 @@ public final class ProtectedFileHandle: Sendable {
             i += Int64(n)
         }
         st.size = newSize
+        tailAfter = lastTouched == newLast ? newLast : keptTail  // an untouched last chunk is still the one kept
     }
 
     /// Copies bytes `k..<k+count` of a write from `src`; a file source that ends early is an error.
@@ -568,7 +591,8 @@ public final class ProtectedFileHandle: Sendable {
             try commit(&st)
             old = try rawChunk(&st, last, size: st.size)
         }
-        let slot = st.reserve(1, stride: layout.stride)
+        st.tail = -1
+        let slot = st.tailSlot  // scratch: sealed in place below
         let plain = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
         let newLen = layout.plaintextLength(ofChunk: last, plaintextSize: newSize)
         do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
