@@ -115,7 +115,7 @@ final class ProtectedFileTests: XCTestCase {
 
     func testDefaultsAreMeasuredChoices() {
         let o = ProtectedFileOptions()
-        XCTAssertEqual(o.chunkSize, 16384)
+        XCTAssertEqual(o.chunkSize, 4096)  // FORMAT.md §8: random 4 KiB access, same sequential speed
         XCTAssertEqual(o.cipher, AEADCipher.aes256gcm.isAvailable ? .aes256gcm : .xchacha20poly1305)
     }
 
