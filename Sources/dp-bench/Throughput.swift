@@ -7,7 +7,7 @@ import ProtectionCrypto
 
 
 func throughput(_ argv: [String]) throws {
-var sizeMiB = 256, rounds = 7, dir = NSTemporaryDirectory(), cipher = AEADCipher.preferred, callMiB = 1
+var sizeMiB = 256, rounds = 7, dir = NSTemporaryDirectory(), cipher = AEADCipher.preferred
 var args = argv.makeIterator()
 while let a = args.next() {
     switch a {
@@ -15,7 +15,6 @@ while let a = args.next() {
     case "--rounds": rounds = Int(args.next() ?? "") ?? rounds
     case "--dir": dir = args.next() ?? dir
     case "--cipher": cipher = (args.next() == "xchacha") ? .xchacha20poly1305 : .aes256gcm
-    case "--call-mib": callMiB = max(1, Int(args.next() ?? "") ?? callMiB)  // bytes per protected write/read call
     default: usage()
     }
 }
@@ -66,10 +65,6 @@ func makeRawLoop() -> RawLoop {
 }
 let loops = [makeRawLoop(), makeRawLoop()]
 let plain = loops[0].plain, work = loops[0].work
-// The caller's buffer for the protected write and read: `callMiB` copies of `plain` (so each call is one buffer).
-let callBytes = callMiB << 20
-let callBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: callBytes, alignment: 64)
-for k in 0..<callMiB { (callBuffer.baseAddress! + k * bufSize).copyMemory(from: plain.baseAddress!, byteCount: bufSize) }
 // The same seal and in-order writes on two threads with raw libsodium and no library (AES-256-GCM only).
 let pipeline = cipher == .aes256gcm
     ? SealPipeline(source: UnsafeRawBufferPointer(plain), chunk: chunk, state: aesState.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))
@@ -108,8 +103,8 @@ func protectedWrite() throws -> Double {
     let h = try files.create(path, protection: .complete)
     var off: Int64 = 0
     while off < Int64(total) {
-        try h.write(UnsafeRawBufferPointer(rebasing: callBuffer[0..<min(callBytes, total - Int(off))]), at: off)
-        off += Int64(callBytes)
+        try h.write(UnsafeRawBufferPointer(plain), at: off)
+        off += Int64(bufSize)
     }
     h.close()
     let t1 = now()
@@ -147,7 +142,7 @@ func protectedRead() throws -> Double {
     let h = try files.open(path)
     var off: Int64 = 0
     while true {
-        let n = try h.read(into: callBuffer, at: off)
+        let n = try h.read(into: work, at: off)
         if n == 0 { break }
         off += Int64(n)
     }
@@ -180,7 +175,7 @@ func row(_ label: String, _ key: String, over base: String?) -> String {
     return "| \(label) | \(String(format: "%.2f", m[key]!)) | \(ratio) |"
 }
 print("""
-| \(sizeMiB) MiB, \(cipher), \(chunk / 1024) KiB chunks, \(callMiB) MiB calls, \(rounds) interleaved rounds (median) | GB/s | ratio |
+| \(sizeMiB) MiB, \(cipher), \(chunk / 1024) KiB chunks, 1 MiB calls, \(rounds) interleaved rounds (median) | GB/s | ratio |
 |---|---:|---:|
 \(row("raw libsodium seal (1 core)", "raw seal", over: "raw seal"))
 \(row("protected file write (page cache, no fsync)", "protected write", over: "raw seal"))
