@@ -100,6 +100,10 @@ final class ContainerLayoutTests: XCTestCase {
         try c.write(Data("p".utf8), to: "Documents/p", protection: FileProtectionType.none)
         XCTAssertEqual(try c.info("Documents/p").protectionClass, ProtectionClass.none)
         assertProtectionError([.escapesContainer]) { try c.write(Data("x".utf8), to: URL(fileURLWithPath: "/tmp/outside.txt")) }
+        // A sibling whose name starts with the root's, and the root itself, are not items inside it.
+        assertProtectionError([.escapesContainer]) { _ = try c.relativePath(of: URL(fileURLWithPath: c.root + "-sibling/a")) }
+        assertProtectionError([.escapesContainer]) { _ = try c.relativePath(of: URL(fileURLWithPath: c.root)) }
+        XCTAssertEqual(try c.relativePath(of: URL(fileURLWithPath: c.root + "/Documents/./a/../b\u{301}")), "Documents/b\u{301}")
     }
 
     func testContentTypesConformTransitivelyAndAcceptCustomTypes() throws {

@@ -3,8 +3,8 @@ import Locking
 
 #if canImport(Glibc)
 import Glibc
-import PathSyntax
 #endif
+import PathSyntax
 
 /// A `FileIO` over real files that remembers everything not yet fsynced, so a test can cut the
 /// power after any call and "reboot" into a state a real disk could present (PowerLossTests).

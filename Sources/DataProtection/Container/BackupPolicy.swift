@@ -2,8 +2,8 @@ internal import CShims
 
 #if canImport(Glibc)
 import Glibc
-internal import PathSyntax
 #endif
+internal import PathSyntax
 
 /// What backup tools should copy from a container, and the conventions that tell them with no configuration.
 ///

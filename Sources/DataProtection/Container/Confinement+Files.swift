@@ -2,8 +2,8 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
-internal import PathSyntax
 #endif
+internal import PathSyntax
 
 /// Plain (unprotected) files and whole trees beneath the root: the container's own metadata, tags and purges.
 extension Confinement {

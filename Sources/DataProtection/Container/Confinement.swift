@@ -2,8 +2,8 @@ internal import CShims
 
 #if canImport(Glibc)
 import Glibc
-internal import PathSyntax
 #endif
+internal import PathSyntax
 
 /// Resolves container-relative paths beneath the container root with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`.
 ///

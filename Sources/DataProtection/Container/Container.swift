@@ -3,8 +3,8 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
-internal import PathSyntax
 #endif
+internal import PathSyntax
 
 /// An app's sandbox container: the standard directories, each with its policy, on top of protected files.
 ///

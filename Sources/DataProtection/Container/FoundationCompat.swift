@@ -1,6 +1,7 @@
 // Foundation's Data Protection names, mapped onto this module, so code written for iOS ports with few changes.
 // The only file of the container layer that imports Foundation.
 import Foundation
+internal import PathSyntax
 
 extension ProtectionClass {
     /// The class Foundation's `FileProtectionType` names.
@@ -63,12 +64,10 @@ extension Container {
     /// The path of `url` relative to the container root.
     /// - Throws: `.escapesContainer` when `url` is not a file URL inside the container.
     public func relativePath(of url: URL) throws(ProtectionError) -> String {
-        let p = url.standardizedFileURL.path
-        let inside = (root + "/").utf8  // bytes, not Characters: see PathSyntax.swift
-        guard url.isFileURL, p.utf8.starts(with: inside) else {
+        guard url.isFileURL, let relative = PathSyntax.relativePath(of: url.standardizedFileURL.path, inside: root) else {
             throw ProtectionError(.escapesContainer, "'\(url.path)' is not inside the container '\(root)'; use a URL from url(for:)", path: url.path)
         }
-        return String(decoding: p.utf8.dropFirst(inside.count), as: UTF8.self)
+        return relative
     }
 
     /// Writes `data` like `Data.write(to:options:)`: atomically, with the class its protection options name

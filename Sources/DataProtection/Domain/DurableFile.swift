@@ -3,8 +3,8 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
-internal import PathSyntax
 #endif
+internal import PathSyntax
 
 /// Small files written atomically and durably: temporary file, fsync, rename, directory fsync.
 ///

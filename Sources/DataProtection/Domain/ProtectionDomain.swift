@@ -5,8 +5,8 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
-internal import PathSyntax
 #endif
+internal import PathSyntax
 
 /// A protection domain: what one passphrase unlocks — its keybag, its class keys while unlocked, and its protected files.
 ///

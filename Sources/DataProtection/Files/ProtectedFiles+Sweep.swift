@@ -2,8 +2,8 @@ import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
-internal import PathSyntax
 #endif
+internal import PathSyntax
 
 /// What `ProtectedFiles.recoverTree(_:)` found and did, file by file.
 public struct RecoveryReport: Sendable {

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
-internal import PathSyntax
 #endif
+internal import PathSyntax
 
 /// The file-system calls the protected-file layer makes, as a seam.
 ///
