@@ -69,6 +69,31 @@ final class ProtectedFileTests: XCTestCase {
         XCTAssertGreaterThan(ProtectedFileHandle.streamingBatchBytes, ProtectedFileHandle.batchBytes)
     }
 
+    /// A handle stages plaintext (the chunks it last sealed or opened, and the kept last chunk); closing it zeroes that
+    /// buffer, for writers and readers alike, so no plaintext is left in memory the handle frees. (Checked on the
+    /// buffer itself between the close and the handle's end; a lock's revoke is checked the same way.)
+    func testCloseAndRevokeZeroTheStagedPlaintext() throws {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random())
+        let bytes = [UInt8](repeating: 0xA5, count: 3 * 4096 + 100)
+        let w = try files.create("\(dir)/f", protection: .complete)
+        try w.write(bytes, at: 0)
+        XCTAssertFalse(w.stagingIsZeroed, "the write left plaintext staged")
+        w.close()
+        XCTAssertTrue(w.stagingIsZeroed)
+        let r = try files.open("\(dir)/f")
+        XCTAssertEqual(try r.read(at: 0, count: 10), Array(bytes[0..<10]))
+        XCTAssertFalse(r.stagingIsZeroed, "the read left plaintext staged")
+        r.close()
+        XCTAssertTrue(r.stagingIsZeroed)
+        let l = try files.open("\(dir)/f")
+        defer { l.close() }
+        _ = try l.read(at: 0, count: bytes.count)
+        XCTAssertFalse(l.stagingIsZeroed)
+        l.revoke(ProtectionError(.locked, "locked for the test", path: "\(dir)/f"))
+        XCTAssertTrue(l.stagingIsZeroed)
+    }
+
     /// An append re-seals the old last chunk (its "last" flag changes) from the plaintext the handle kept when it sealed
     /// it, with no read and no open of it; a write elsewhere keeps that copy, a truncate drops it, and the file reads
     /// back as written through a new handle.

@@ -59,7 +59,13 @@ public final class ProtectedFileHandle: Sendable {
         /// Plaintext bytes per batch (`batchBytes`, or `streamingBatchBytes` behind a whole-file stream).
         var batchBytes = ProtectedFileHandle.batchBytes
 
-        deinit { staging.deallocate() }
+        deinit { staging.deallocate() }  // wiped by `finish`, which every handle's deinit runs first
+
+        /// Forgets the kept last chunk and zeroes the staging buffer: no plaintext outlives the keys or the handle.
+        mutating func dropPlaintext() {
+            tail = -1
+            wipeMemory(staging)
+        }
 
         /// The tail slot: nonce-sized gap, then the plaintext of chunk `tail`.
         var tailSlot: UnsafeMutableRawPointer { staging.baseAddress! }
@@ -72,7 +78,7 @@ public final class ProtectedFileHandle: Sendable {
             if staging.count < need {
                 let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: need, alignment: 16)  // malloc's own alignment: no memalign
                 if tail >= 0 { grown.baseAddress!.copyMemory(from: staging.baseAddress!, byteCount: stride) }
-                staging.initializeMemory(as: UInt8.self, repeating: 0)  // it held plaintext
+                wipeMemory(staging)  // it held plaintext
                 staging.deallocate()
                 staging = grown
             }
@@ -100,8 +106,10 @@ public final class ProtectedFileHandle: Sendable {
         return Self.batchChunks(Self.streamingBatchBytes, chunkSize: chunkSize) * chunkSize
     }
 
-    /// Bytes of the staging buffer the handle keeps between calls (what a lock zeroes).
+    /// Bytes of the staging buffer the handle keeps between calls (what a lock or a close zeroes).
     var stagingBytes: Int { state.withLock { $0.staging.count } }
+    /// Whether the staging buffer holds only zero bytes (for tests: no plaintext left behind).
+    var stagingIsZeroed: Bool { state.withLock { $0.staging.allSatisfy { $0 == 0 } } }
 
     /// - Parameters:
     ///   - journaled: keep a rollback journal (writable handles on the file's real name).
@@ -246,7 +254,7 @@ public final class ProtectedFileHandle: Sendable {
     /// The file descriptor (-1 once closed): a replace locks its temporary file through it.
     var descriptor: Int32 { state.withLock { $0.fd } }
 
-    /// Closes the file and wipes its keys; later calls fail with `.badHandle`.
+    /// Closes the file and wipes its keys and the plaintext it staged; later calls fail with `.badHandle`.
     ///
     /// A handle that changed a committed file commits first (as `sync()` does),
     /// because its journal can be removed only once the data it protects is
@@ -266,6 +274,7 @@ public final class ProtectedFileHandle: Sendable {
             st.journal?.abandon(io)
             if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
             st.sealer = nil
+            st.dropPlaintext()
         }
         files.liveLock?.unregister(self)
     }
@@ -276,6 +285,7 @@ public final class ProtectedFileHandle: Sendable {
         st.journal?.close(io)
         if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
         st.sealer = nil
+        st.dropPlaintext()
     }
 
     /// Withdraws the handle's keys (the domain locked): later calls throw `error`.
@@ -286,8 +296,7 @@ public final class ProtectedFileHandle: Sendable {
         state.withLock { st in
             st.sealer = nil
             st.revokedBy = error
-            st.tail = -1
-            st.staging.initializeMemory(as: UInt8.self, repeating: 0)  // no cached plaintext outlives the keys
+            st.dropPlaintext()
         }
     }
 

@@ -152,9 +152,14 @@ public final class ProtectedFiles: Sendable {
                 guard lseek(source, off_t(position + count), SEEK_SET) >= 0 else { throw ProtectionError.errno(errno, "read the input for", path) }
             }
             let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64)
-            defer { buf.deallocate() }
+            var used = 0  // bytes that have held the input's plaintext
+            defer {
+                wipeMemory(UnsafeMutableRawBufferPointer(rebasing: buf[..<used]))
+                buf.deallocate()
+            }
             while true {
                 var filled = 0
+                defer { used = max(used, filled) }
                 while filled < cap {  // fill whole batches so appends stay chunk-aligned
                     let n = Glibc.read(source, buf.baseAddress! + filled, cap - filled)
                     if n < 0 && errno == EINTR { continue }
@@ -205,7 +210,7 @@ public final class ProtectedFiles: Sendable {
             idle.wait()  // the last write is done (or failed) before its buffer goes
             idle.signal()  // libdispatch traps when a semaphore is freed below its initial value
             for (b, u) in zip(buffers, used) {  // no plaintext left in freed memory; pages never touched stay untouched
-                UnsafeMutableRawBufferPointer(rebasing: b[..<u]).initializeMemory(as: UInt8.self, repeating: 0)
+                wipeMemory(UnsafeMutableRawBufferPointer(rebasing: b[..<u]))
                 b.deallocate()
             }
         }
