@@ -2,6 +2,7 @@
 // around it: the measured ceiling for the protected write in `dp-bench throughput`.
 internal import CShims
 internal import CSodium
+import DataProtection
 import Foundation
 
 /// Two threads take pieces of `pieceChunks` chunks in turn, seal each chunk with raw libsodium AES-256-GCM into a
@@ -49,7 +50,7 @@ final class SealPipeline: @unchecked Sendable {  // the ring and the flags are s
         let pieces = total / (pieceChunks * chunk)
         unlink(path)
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ProtectionErrorText("cannot create '\(path)': errno \(errno)") }
+        guard fd >= 0 else { throw ProtectionError(.io(errno), "cannot create '\(path)'") }
         defer { close(fd); unlink(path) }
         // [0]: next piece to take; [1]: first piece not yet written; [2]: token (1 while held); [3]: a write failed;
         // [4 + p]: piece p sealed.
@@ -99,7 +100,7 @@ final class SealPipeline: @unchecked Sendable {  // the ring and the flags are s
         drain()
         let t1 = now()
         guard dp_atomic_load_u64(failed) == 0, Int(dp_atomic_load_u64(cursor)) == pieces else {
-            throw ProtectionErrorText("the pipeline wrote \(dp_atomic_load_u64(cursor)) of \(pieces) pieces to '\(path)'")
+            throw ProtectionError(.io(EIO), "the pipeline wrote \(dp_atomic_load_u64(cursor)) of \(pieces) pieces to '\(path)'")
         }
         fsync(fd)  // written back outside the timing, as for the protected write
         return Double(pieces * pieceChunks * chunk) / (t1 - t0) / 1e9
@@ -113,10 +114,4 @@ final class SealPipeline: @unchecked Sendable {  // the ring and the flags are s
             _ = crypto_aead_aes256gcm_encrypt_detached_afternm(o + 12, o + 12 + chunk, nil, m, UInt64(chunk), zeros, 25, nil, zeros, state)
         }
     }
-}
-
-/// An error of the benchmark itself, with its message.
-struct ProtectionErrorText: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
