@@ -90,9 +90,16 @@ let package = Package(
             name: "KernelKeyringTests",
             dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker", "PathSyntax"]),
+        // The guarantee matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
+        .target(name: "GuaranteeMatrix", dependencies: ["DataProtection"], path: "Tests/Support/GuaranteeMatrix"),
+        // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
+        .executableTarget(name: "guarantee-worker", dependencies: ["GuaranteeMatrix", "DataProtection"], path: "Tests/Support/guarantee-worker"),
         .testTarget(
             name: "DataProtectionTests",
-            dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios", "Locking", "PathSyntax"],
+            dependencies: [
+                "DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios",
+                "Locking", "PathSyntax", "GuaranteeMatrix", "guarantee-worker",
+            ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "Locking", "dpctl", "dp-example-service", "crash-worker"]),

@@ -191,7 +191,7 @@ do {
         at: try DomainLocation.resolve(home: options.home, environment: env),
         keyStore: .kernel(try KeyringParent.from(environment: env)))
     let files = domain.files
-    guard let live = files.liveLock else { throw ProtectionError(.invalidArgument, "the domain has no live lock") }
+    let live = domain.liveLock
     let journal = Journal(path: options.log)
     try FileManager.default.createDirectory(atPath: options.work, withIntermediateDirectories: true)
     // Extra complete handles held open (for lock-latency and key-residue measurements).

@@ -14,11 +14,25 @@ final class LiveLockTests: XCTestCase {
         return (dir, runtime, "test\(UInt32.random(in: 0...UInt32.max))")
     }
 
+    /// Class keys in a table, revoked by `live` as a domain's keys are (the table stands in for the keyring: `drop`
+    /// removes the secret halves as a lock removes them from the keyring, `install` puts them back as unlock does).
+    struct LiveKeys {
+        let keys: ClassKeys
+        let table: InMemoryKeyTable
+        init(_ list: [ClassKey], _ live: LiveLock) {
+            table = InMemoryKeyTable(list)
+            keys = ClassKeys(provider: table, revocation: live.revocation)
+        }
+        func drop() { table.revoke { LiveLock.lockClasses.contains($0) } }
+        func install(_ list: [ClassKey]) { table.install(list) }
+    }
+
     func testOpenHandlesObserveLockPerClassAndResumeAfterUnlock() throws {
         let (dir, runtime, id) = try makeDomain()
         let keyList = try ProtectionClass.allCases.map { try ClassKey.generate($0) }
-        let keys = InMemoryClassKeys(keyList)
-        let worker = ProtectedFiles(keys: keys, liveLock: try LiveLock(domainID: id, runtimeDirectory: runtime))
+        let attachment = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let keys = LiveKeys(keyList, attachment)
+        let worker = ProtectedFiles(keys: keys.keys)
         let locker = try LiveLock(domainID: id, runtimeDirectory: runtime)  // "another process"
         var handles: [ProtectionClass: ProtectedFileHandle] = [:]
         for c in ProtectionClass.allCases {
@@ -26,8 +40,8 @@ final class LiveLockTests: XCTestCase {
             try h.write(Array(repeating: c.rawValue, count: 5000), at: 0)
             handles[c] = h
         }
-        XCTAssertEqual(worker.liveLock?.openHandleCount, 4)
-        let report = try locker.lock { keys.lock() }
+        XCTAssertEqual(attachment.openHandleCount, 4)
+        let report = try locker.lock { keys.drop() }
         XCTAssertEqual(report.processesAcknowledged, 2)  // both listeners answered before lock returned
         // complete: fails at once, keys gone; the others keep working.
         assertProtectionError([.locked]) { _ = try handles[.complete]!.read(at: 0, count: 1) }
@@ -50,14 +64,15 @@ final class LiveLockTests: XCTestCase {
         XCTAssertEqual(try handles[.complete]!.read(at: 0, count: 2), [1, 1])
         XCTAssertEqual(try worker.read("\(dir)/new-b"), [5, 5, 5])
         for h in handles.values { h.close() }
-        XCTAssertEqual(worker.liveLock?.openHandleCount, 0)
+        XCTAssertEqual(attachment.openHandleCount, 0)
     }
 
     func testLockWaitsForAnOperationInFlight() throws {
         let (dir, runtime, id) = try makeDomain()
         let keyList = try ProtectionClass.allCases.map { try ClassKey.generate($0) }
-        let keys = InMemoryClassKeys(keyList)
-        let worker = ProtectedFiles(keys: keys, liveLock: try LiveLock(domainID: id, runtimeDirectory: runtime))
+        let attachment = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let keys = LiveKeys(keyList, attachment)
+        let worker = ProtectedFiles(keys: keys.keys)
         let locker = try LiveLock(domainID: id, runtimeDirectory: runtime)
         let h = try worker.create("\(dir)/big", protection: .complete)
         let data = [UInt8](repeating: 7, count: 256 << 20)
@@ -70,7 +85,7 @@ final class LiveLockTests: XCTestCase {
         // Wait (bounded) until the write is visibly under way: chunks are reaching the file.
         let limit = Date().addingTimeInterval(10)
         while (try FileManager.default.attributesOfItem(atPath: "\(dir)/big")[.size] as? Int ?? 0) < (1 << 20) && Date() < limit { usleep(200) }
-        _ = try locker.lock { keys.lock() }
+        _ = try locker.lock { keys.drop() }
         // The write was in flight, so lock waited for it: when lock returns, every chunk is on disk.
         let onDiskAtLock = try FileManager.default.attributesOfItem(atPath: "\(dir)/big")[.size] as? Int ?? 0
         let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: h.chunkSize, overhead: h.cipher.overhead)
@@ -82,7 +97,7 @@ final class LiveLockTests: XCTestCase {
         XCTAssertEqual(try h.size, Int64(data.count))
         XCTAssertEqual(try h.read(at: Int64(data.count) - 3, count: 3), [7, 7, 7])
         // And an operation after lock returned fails whole.
-        _ = try locker.lock { keys.lock() }
+        _ = try locker.lock { keys.drop() }
         assertProtectionError([.locked]) { try h.write([1, 2, 3], at: 0) }
         keys.install(keyList)
         locker.unlock()
@@ -114,11 +129,11 @@ final class LiveLockTests: XCTestCase {
     func testRetryAfterUnlockResumesTheJob() async throws {
         let (dir, runtime, id) = try makeDomain()
         let keyList = try ProtectionClass.allCases.map { try ClassKey.generate($0) }
-        let keys = InMemoryClassKeys(keyList)
         let live = try LiveLock(domainID: id, runtimeDirectory: runtime)
-        let files = ProtectedFiles(keys: keys, liveLock: live)
+        let keys = LiveKeys(keyList, live)
+        let files = ProtectedFiles(keys: keys.keys)
         try files.write([1, 2, 3], to: "\(dir)/a", protection: .complete)
-        _ = try live.lock { keys.lock() }
+        _ = try live.lock { keys.drop() }
         let failures = Atomic<Int>(0)
         let job = Task {
             try await live.retryAfterUnlock {
@@ -139,9 +154,9 @@ final class LiveLockTests: XCTestCase {
 
     func testAutoLockDeadlineLocksWithoutAnyMessage() throws {
         let (dir, runtime, id) = try makeDomain()
-        let keys = try InMemoryClassKeys.random()
         let live = try LiveLock(domainID: id, runtimeDirectory: runtime)
-        let files = ProtectedFiles(keys: keys, liveLock: live)
+        let keys = LiveKeys(try ProtectionClass.allCases.map { try ClassKey.generate($0) }, live)
+        let files = ProtectedFiles(keys: keys.keys)
         let h = try files.create("\(dir)/a", protection: .complete)
         live.unlock(autoLockAfterSeconds: 1)
         XCTAssertNotNil(live.autoLockDeadlineUnixMillis)

@@ -90,7 +90,7 @@ final class ProtectedFileTests: XCTestCase {
         defer { l.close() }
         _ = try l.read(at: 0, count: bytes.count)
         XCTAssertFalse(l.stagingIsZeroed)
-        l.revoke(ProtectionError(.locked, "locked for the test", path: "\(dir)/f"))
+        l.revoke { _ in true }  // as a lock of its class does
         XCTAssertTrue(l.stagingIsZeroed)
     }
 

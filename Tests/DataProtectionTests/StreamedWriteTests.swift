@@ -66,7 +66,7 @@ final class StreamedWriteTests: XCTestCase {
         let fd = open("\(dir)/in", O_RDONLY)
         defer { close(fd) }
         do {
-            try files.replace("\(dir)/out", protection: .complete) { (h) throws(ProtectionError) in
+            try files.replace("\(dir)/out", protection: .complete, via: .filesWriteStream) { (h) throws(ProtectionError) in
                 try h.write(fromFile: fd, at: 0, count: 40 * chunk, to: 0)
             }
             XCTFail("a short input must not be accepted")

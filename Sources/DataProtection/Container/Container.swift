@@ -36,8 +36,6 @@ public final class Container: Sendable {
     public struct OpenOptions: Sendable {
         /// Cipher and chunk size for new files.
         public var fileOptions: ProtectedFileOptions
-        /// The domain's live lock, so open `complete` handles observe `lock`.
-        public var liveLock: LiveLock?
         /// Opening for launch: the bundle seal is verified against this key first.
         public var trustedBundleKey: Ed25519PublicKey?
         /// Empty `tmp/` at open when no other process holds the container.
@@ -48,12 +46,11 @@ public final class Container: Sendable {
         public var io: any FileIO
 
         public init(
-            fileOptions: ProtectedFileOptions = .init(), liveLock: LiveLock? = nil, trustedBundleKey: Ed25519PublicKey? = nil,
+            fileOptions: ProtectedFileOptions = .init(), trustedBundleKey: Ed25519PublicKey? = nil,
             clearsTemporaryDirectory: Bool = false, coordination: ContainerCoordination = .machineWide, io: any FileIO = SystemFileIO()
         ) {
             self.fileOptions = fileOptions
             self.coordination = coordination
-            self.liveLock = liveLock
             self.trustedBundleKey = trustedBundleKey
             self.clearsTemporaryDirectory = clearsTemporaryDirectory
             self.io = io
@@ -68,11 +65,12 @@ public final class Container: Sendable {
     /// Creates the standard layout at `root` (made if missing) and opens it.
     /// - Parameters:
     ///   - root: the container directory; an existing container there is kept (its policy too).
-    ///   - keys: where class keys come from.
+    ///   - keys: the domain's keys (`domain.keys`) or an `InMemoryClassKeys`; their lock revokes every handle the
+    ///     container opens.
     ///   - policy: the default classes, persisted in the container.
     ///   - options: how to open it.
     /// - Throws: `.io` when a directory cannot be made; what `init(at:keys:options:)` throws.
-    public static func create(at root: String, keys: any ClassKeyProvider, policy: ContainerPolicy = .standard, options: OpenOptions = .init()) throws(ProtectionError) -> Container {
+    public static func create(at root: String, keys: ClassKeys, policy: ContainerPolicy = .standard, options: OpenOptions = .init()) throws(ProtectionError) -> Container {
         if mkdir(root, 0o700) != 0 && errno != EEXIST { throw .errno(errno, "create the container", root) }
         let c: Confinement
         do throws(SystemError) { c = try Confinement(root: root) } catch { throw .errno(error.errno, "open the container", root) }
@@ -95,7 +93,7 @@ public final class Container: Sendable {
     /// Opens the container at `root` and holds it in use until `close()` (or deinit).
     /// - Throws: `.notFound` when a standard directory is missing; `.bundleTampered` when
     ///   `options.trustedBundleKey` is set and the bundle does not match its seal.
-    public init(at root: String, keys: any ClassKeyProvider, options: OpenOptions = .init()) throws(ProtectionError) {
+    public init(at root: String, keys: ClassKeys, options: OpenOptions = .init()) throws(ProtectionError) {
         let absolute = isAbsolutePath(root) ? root : Self.currentDirectory() + "/" + root
         let c: Confinement
         do throws(SystemError) { c = try Confinement(root: absolute) } catch { throw .errno(error.errno, "open the container", absolute) }
@@ -121,7 +119,7 @@ public final class Container: Sendable {
         self.policy = policy
         self.coordinator = try options.coordination.coordinator(root: absolute)
         self.inUse = try InUseLock.shared(c, exclusiveFirst: options.clearsTemporaryDirectory ? { () throws(ProtectionError) in try Purge.clear(.temporary, in: c) } : nil)
-        self.files = ProtectedFiles(keys: keys, options: options.fileOptions, liveLock: options.liveLock, io: ConfinedFileIO(confinement: c, base: options.io))
+        self.files = ProtectedFiles(keys: keys, options: options.fileOptions, io: ConfinedFileIO(confinement: c, base: options.io))
     }
 
     /// Stops holding the container in use; the object must not be used afterwards.
@@ -141,14 +139,19 @@ public final class Container: Sendable {
     public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass? = nil) throws(ProtectionError) {
         let c = try protectionForNewFile(path, protection, "write")
         try coordinated(path, .replacing, "write") { () throws(ProtectionError) in
-            do throws(ProtectionError) { try files.write(bytes, to: path, protection: c) } catch { throw error.inContainer("write", path) }
+            do throws(ProtectionError) { try files.write(bytes, to: path, protection: c, via: .containerWrite) } catch { throw error.inContainer("write", path) }
         }
     }
 
     /// Reads the whole plaintext of the protected file at `path`.
     public func read(_ path: String) throws(ProtectionError) -> [UInt8] {
+        try read(path, via: .containerRead)
+    }
+
+    /// `read(_:)` on behalf of the entry point `via`.
+    func read(_ path: String, via: ProtectedDataEntryPoint) throws(ProtectionError) -> [UInt8] {
         try coordinated(path, .reading, "read") { () throws(ProtectionError) in
-            do throws(ProtectionError) { return try files.read(path) } catch { throw error.inContainer("read", path) }
+            do throws(ProtectionError) { return try files.read(path, via: via) } catch { throw error.inContainer("read", path) }
         }
     }
 
@@ -156,13 +159,15 @@ public final class Container: Sendable {
     /// - Parameter protection: the class; nil for the directory's default.
     public func create(_ path: String, protection: ProtectionClass? = nil) throws(ProtectionError) -> ProtectedFileHandle {
         let c = try protectionForNewFile(path, protection, "create")
-        do throws(ProtectionError) { return try files.create(path, protection: c) } catch { throw error.inContainer("create", path) }
+        do throws(ProtectionError) {
+            return try files.create(path, protection: c, reportedAs: path, journaled: true, via: .containerCreate)
+        } catch { throw error.inContainer("create", path) }
     }
 
     /// Opens the protected file at `path`; writing is refused where the directory's rule forbids it.
     public func open(_ path: String, forWriting: Bool = false) throws(ProtectionError) -> ProtectedFileHandle {
         if forWriting { _ = try checkWritable(path, "open for writing") }
-        do throws(ProtectionError) { return try files.open(path, forWriting: forWriting) } catch { throw error.inContainer("open", path) }
+        do throws(ProtectionError) { return try files.open(path, forWriting: forWriting, via: .containerOpen) } catch { throw error.inContainer("open", path) }
     }
 
     /// The header facts of the protected file at `path`, without any key.

@@ -44,12 +44,12 @@ public final class Preferences: Sendable {
 
     /// The value for `key`, or nil.
     public func value(forKey key: String) throws(ProtectionError) -> PreferenceValue? {
-        try locked(exclusive: false) { () throws(ProtectionError) in try load()[key] }
+        try locked(exclusive: false) { () throws(ProtectionError) in try load(via: .preferencesRead)[key] }
     }
 
     /// Every key and value.
     public func dictionaryRepresentation() throws(ProtectionError) -> [String: PreferenceValue] {
-        try locked(exclusive: false) { () throws(ProtectionError) in try load() }
+        try locked(exclusive: false) { () throws(ProtectionError) in try load(via: .preferencesRead) }
     }
 
     /// Sets `value` for `key` (nil removes it) and saves atomically and durably.
@@ -60,11 +60,11 @@ public final class Preferences: Sendable {
     /// Applies `change` to all values as one atomic read-modify-write (other threads and processes wait).
     public func update(_ change: (inout [String: PreferenceValue]) -> Void) throws(ProtectionError) {
         try locked(exclusive: true) { () throws(ProtectionError) in
-            var values = try load()
+            var values = try load(via: .preferencesWrite)
             change(&values)
             let bytes = PreferenceCoding.encode(values)
             try container.coordinated(path, .replacing, "save") { () throws(ProtectionError) in
-                try container.files.write(bytes, to: path, protection: container.policy.defaultClass(for: .preferences))
+                try container.files.write(bytes, to: path, protection: container.policy.defaultClass(for: .preferences), via: .preferencesWrite)
             }
         }
     }
@@ -112,10 +112,10 @@ public final class Preferences: Sendable {
     // MARK: Internals
 
     /// The saved values; none before the first save.
-    private func load() throws(ProtectionError) -> [String: PreferenceValue] {
+    private func load(via: ProtectedDataEntryPoint) throws(ProtectionError) -> [String: PreferenceValue] {
         let bytes: [UInt8]
         do throws(ProtectionError) {
-            bytes = try container.coordinated(path, .reading, "read") { () throws(ProtectionError) in try container.files.read(path) }
+            bytes = try container.coordinated(path, .reading, "read") { () throws(ProtectionError) in try container.files.read(path, via: via) }
         } catch {
             if error.code == .notFound { return [:] }
             throw error.inContainer("read", path)

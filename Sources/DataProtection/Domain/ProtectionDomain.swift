@@ -17,6 +17,8 @@ public final class ProtectionDomain: Sendable {
     public let location: DomainLocation
     public let id: DomainID
     public let keyStore: KeyStore
+    /// The domain's class keys with the lock that revokes them: what containers and `ProtectedFiles` take.
+    public let keys: ClassKeys
     /// Protected files whose class keys come from this domain; their handles observe `lock` in every process.
     public let files: ProtectedFiles
     /// This process's attachment to the domain's live lock: events (`willLock`, `didLock`,
@@ -43,8 +45,8 @@ public final class ProtectionDomain: Sendable {
         do throws(CoordinationError) { coordinator = FileCoordinator(domain: try CoordinationDomain.machineWide()) } catch {
             throw ProtectionError(.coordinationFailed, "unable to set up file coordination: \(error.message)", underlying: error)
         }
-        files = ProtectedFiles(
-            keys: DomainClassKeys(cache: cache, store: store), options: fileOptions, liveLock: liveLock, coordinator: coordinator, io: io)
+        keys = ClassKeys(provider: DomainClassKeys(cache: cache, store: store), revocation: liveLock.revocation)
+        files = ProtectedFiles(keys: keys, options: fileOptions, coordinator: coordinator, io: io)
     }
 
     /// Whether a keybag exists at `location`.

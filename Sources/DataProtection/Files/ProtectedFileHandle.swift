@@ -19,7 +19,7 @@ import Glibc
 /// so a crash or I/O failure leaves the file as of the last `sync()` (or with
 /// the whole of the change). `sync()` and `close()` commit; a change that failed
 /// half-way makes the handle refuse further writes until it is reopened.
-public final class ProtectedFileHandle: Sendable {
+public final class ProtectedFileHandle: Sendable, KeyHolder {
     /// The path the handle was opened with.
     public let path: String
     /// The file's protection class.
@@ -33,8 +33,10 @@ public final class ProtectedFileHandle: Sendable {
     let layout: ChunkLayout
     let writable: Bool
     let io: any FileIO
-    /// The file layer that opened the handle: its key provider re-derives keys after an unlock.
+    /// The file layer that opened the handle: its keys re-derive the handle's keys after an unlock.
     let files: ProtectedFiles
+    /// The public entry point that opened the handle (it asks for keys again after an unlock).
+    let entryPoint: ProtectedDataEntryPoint
     private let state: Locked<State>
 
     struct State: ~Copyable, @unchecked Sendable {  // only touched under `state`'s lock
@@ -108,6 +110,8 @@ public final class ProtectedFileHandle: Sendable {
 
     /// Bytes of the staging buffer the handle keeps between calls (what a lock or a close zeroes).
     var stagingBytes: Int { state.withLock { $0.staging.count } }
+    /// Whether the handle holds keys right now (false once closed or revoked).
+    package var holdsKeys: Bool { state.withLock { $0.sealer != nil } }
     /// Whether the staging buffer holds only zero bytes (for tests: no plaintext left behind).
     var stagingIsZeroed: Bool { state.withLock { $0.staging.allSatisfy { $0 == 0 } } }
 
@@ -116,8 +120,9 @@ public final class ProtectedFileHandle: Sendable {
     ///   - committed: the file as opened is its committed state (false for a file just created).
     init(
         path: String, fd: Int32, header: FileHeader, keys: FileKeys, plaintextSize: Int64, writable: Bool, files: ProtectedFiles, epoch: UInt64,
-        journaled: Bool = false, committed: Bool = true
+        journaled: Bool = false, committed: Bool = true, via: ProtectedDataEntryPoint
     ) {
+        self.entryPoint = via
         self.path = path
         self.protectionClass = header.protectionClass
         self.cipher = header.cipher
@@ -136,7 +141,7 @@ public final class ProtectedFileHandle: Sendable {
 
     deinit {
         state.withLock { st in finish(&st) }
-        files.liveLock?.unregister(self)
+        files.revocation.unregister(self)
     }
 
     // MARK: - Public API
@@ -263,7 +268,7 @@ public final class ProtectedFileHandle: Sendable {
     /// its last commit; call `sync()` before `close()` to see such a failure.
     public func close() {
         state.withLock { st in finish(&st) }
-        files.liveLock?.unregister(self)
+        files.revocation.unregister(self)
     }
 
     /// Closes the descriptors without committing, as a killed process would: a hot journal stays for recovery.
@@ -276,7 +281,7 @@ public final class ProtectedFileHandle: Sendable {
             st.sealer = nil
             st.dropPlaintext()
         }
-        files.liveLock?.unregister(self)
+        files.revocation.unregister(self)
     }
 
     /// Commits outstanding journaled changes (when possible), closes the journal and the file, drops the keys.
@@ -288,16 +293,20 @@ public final class ProtectedFileHandle: Sendable {
         st.dropPlaintext()
     }
 
-    /// Withdraws the handle's keys (the domain locked): later calls throw `error`.
+    /// Withdraws the handle's keys if its class is now locked (`KeyHolder`): later calls throw `.locked`.
     ///
     /// The descriptor stays open so `close()` behaves as usual; the keys are
     /// dropped here, under the handle's lock, so no operation is half done.
-    func revoke(_ error: ProtectionError) {
-        state.withLock { st in
-            st.sealer = nil
-            st.revokedBy = error
-            st.dropPlaintext()
-        }
+    func revoke(where locked: (ProtectionClass) -> Bool) {
+        guard locked(protectionClass) else { return }
+        state.withLock { st in Self.drop(&st, .locked(protectionClass)) }
+    }
+
+    /// Drops the keys and the staged plaintext; later calls throw `error` (until an unlock, for `.locked`).
+    private static func drop(_ st: inout State, _ error: ProtectionError) {
+        st.sealer = nil
+        st.revokedBy = error
+        st.dropPlaintext()
     }
 
     /// Writes a new file's header and its single empty last chunk, in one `pwrite` from offset 0.
@@ -355,25 +364,29 @@ public final class ProtectedFileHandle: Sendable {
     /// with it, the keys are dropped (wiped) and `.locked` is thrown. A handle
     /// whose keys were dropped gets them again from the key provider once the
     /// class is unlocked, so work resumes on the same handle.
+    ///
+    /// The check never applies a lock itself (that would revoke this very handle, whose lock is held here): a passed
+    /// auto-lock deadline counts as locked (`Revocation.revokes`), and the listener applies it.
     @inline(__always)
     private func live(_ st: inout State, _ action: String) throws(ProtectionError) -> ChunkSealer {
-        if let lock = files.liveLock {
-            let e = lock.currentEpoch()
-            if e != st.epoch {
-                if lock.revokes(protectionClass) {
-                    st.sealer = nil
-                    st.revokedBy = .locked(protectionClass)
-                } else if st.sealer != nil {
-                    st.epoch = e
-                }
+        let r = files.revocation
+        let e = r.epoch
+        if e != st.epoch || r.revokes(protectionClass) {
+            if r.revokes(protectionClass) {
+                Self.drop(&st, .locked(protectionClass))
+            } else if st.sealer != nil {
+                st.epoch = e
             }
-            if st.sealer == nil, st.fd >= 0, st.revokedBy?.code == .locked, !lock.revokes(protectionClass) {
-                do throws(ProtectionError) {
-                    st.sealer = ChunkSealer(fileID: header.fileID, keys: try files.fileKeys(for: header))
+        }
+        if st.sealer == nil, st.fd >= 0, st.revokedBy?.code == .locked, !r.revokes(protectionClass) {
+            do throws(ProtectionError) {
+                // Keys again after an unlock: through the same admission as an open, so a lock cannot miss them.
+                try files.keys.admit(protectionClass, via: entryPoint) { (access, epoch) throws(ProtectionError) in
+                    st.sealer = ChunkSealer(fileID: header.fileID, keys: try files.fileKeys(for: header, access))
                     st.revokedBy = nil
-                    st.epoch = e
-                } catch { throw error.about(path, action) }
-            }
+                    st.epoch = epoch
+                }
+            } catch { throw error.about(path, action) }
         }
         if let s = st.sealer { return s }
         if let e = st.revokedBy { throw e.about(path, action) }

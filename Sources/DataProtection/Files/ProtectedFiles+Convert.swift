@@ -18,7 +18,7 @@ extension ProtectedFiles {
         let fd: Int32
         do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw ProtectionError.errno(error.errno, "protect", path) }
         defer { io.close(fd) }
-        try write(contentsOf: fd, to: path, protection: c)
+        try write(contentsOf: fd, to: path, protection: c, via: .filesProtect)
         return true
     }
 
@@ -42,7 +42,7 @@ extension ProtectedFiles {
             descriptor: { $0 }, abandon: { io.close($0) })
         var renamed = false
         do throws(ProtectionError) {
-            try read(path, into: fd)
+            try read(path, into: fd, via: .filesUnprotect)
             do throws(SystemError) {
                 try io.fsync(fd)
                 try io.rename(tmp, to: path)

@@ -43,20 +43,25 @@ extension ProtectedFiles {
             if let generation { g = generation } else { g = try keys.currentGeneration(of: c) }
             if header.protectionClass == c && header.classKeyGeneration == g { return .unchanged }
             let old = (header.protectionClass, header.classKeyGeneration)
-            let fileKey = try unwrapFileKey(header, raw: raw)
-            let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
-            try checkMAC(raw: raw, fk)
-            header.protectionClass = c
-            header.classKeyGeneration = g
-            header.wrappedKey = [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: c))
-            let fixed = header.fixedBytes()
-            header.wrappedKey = try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) in
-                try keys.wrapFileKey(fileKey, for: c, generation: g, ad: ad)
+            // The per-file key lives only inside one admission for both classes, so a lock of either waits for it and
+            // finds it gone: it is wiped when this block returns.
+            try keys.admit(old.0, also: c, via: .filesRewrap) { (access, _) throws(ProtectionError) in
+                let fileKey = try unwrapFileKey(header, raw: raw, access)
+                AdmissionProbe.keysObtained(old.0)
+                let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
+                try checkMAC(raw: raw, fk)
+                header.protectionClass = c
+                header.classKeyGeneration = g
+                header.wrappedKey = [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: c))
+                let fixed = header.fixedBytes()
+                header.wrappedKey = try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) in
+                    try access.wrapFileKey(fileKey, for: c, generation: g, ad: ad)
+                }
+                guard header.wrappedKey.count == FileHeader.wrappedKeyLength(for: c) else {
+                    throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(c)")
+                }
+                header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
             }
-            guard header.wrappedKey.count == FileHeader.wrappedKeyLength(for: c) else {
-                throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(c)")
-            }
-            header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
             do throws(SystemError) {
                 try header.encoded().span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
                 if sync { try io.fsync(fd) }
@@ -69,10 +74,10 @@ extension ProtectedFiles {
 
     /// The per-file key of `header`, unwrapped through the provider; `raw` is the header's
     /// 176 bytes (as read, or `header.encoded()`), whose fixed fields are the associated data.
-    func unwrapFileKey(_ header: FileHeader, raw: [UInt8]) throws(ProtectionError) -> SecretBytes {
+    func unwrapFileKey(_ header: FileHeader, raw: [UInt8], _ access: borrowing KeyAccess) throws(ProtectionError) -> SecretBytes {
         try raw.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) -> SecretBytes in
             try header.wrappedKey.span.bytes.withUnsafeBytes { (w) throws(ProtectionError) -> SecretBytes in
-                try keys.unwrapFileKey(w, for: header.protectionClass, generation: header.classKeyGeneration,
+                try access.unwrapFileKey(w, for: header.protectionClass, generation: header.classKeyGeneration,
                                        ad: UnsafeRawBufferPointer(rebasing: b[0..<FileHeader.fixedSize]))
             }
         }
@@ -96,6 +101,6 @@ extension ProtectedFiles {
         do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw ProtectionError.errno(error.errno, "open", path) }
         defer { io.close(fd) }
         let (header, _, raw) = try readPrefix(fd, path)
-        return try unwrapFileKey(header, raw: raw)
+        return try keys.admit(header.protectionClass, via: .filesOpen) { (access, _) throws(ProtectionError) in try unwrapFileKey(header, raw: raw, access) }
     }
 }

@@ -49,10 +49,9 @@ public struct ProtectedFileInfo: Sendable, Equatable {
 /// the `ClassKeyProvider`, write the authenticated header, then stream the
 /// plaintext through the chunk sealer. All file I/O goes through `io`.
 public final class ProtectedFiles: Sendable {
-    public let keys: any ClassKeyProvider
+    /// Where class keys come from, with the lock that revokes them (`ProtectionDomain.keys` or `InMemoryClassKeys`).
+    public let keys: ClassKeys
     public let options: ProtectedFileOptions
-    /// The domain's live lock, when attached: handles then observe `lock` in every process.
-    public let liveLock: LiveLock?
     /// When set, whole-file writes take a coordinated `forReplacing` write of the file and
     /// whole-file reads a coordinated read, so other coordinated readers and writers (in any
     /// process) never see a half-done replacement.
@@ -60,22 +59,20 @@ public final class ProtectedFiles: Sendable {
     let io: any FileIO
 
     /// - Parameters:
-    ///   - keys: where class keys come from (the keybag, or `InMemoryClassKeys`).
+    ///   - keys: the domain's keys (`domain.keys`), or the explicit in-process store `InMemoryClassKeys`; either
+    ///     way its lock revokes every handle opened here (in every process, for a domain).
     ///   - options: cipher and chunk size for new files.
-    ///   - liveLock: the domain's live lock; with it, open `complete` handles fail and wipe
-    ///     their keys when any process locks the domain.
     ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
     ///   - coordinator: coordinates whole-file reads and writes with other readers and writers.
-    public init(
-        keys: any ClassKeyProvider, options: ProtectedFileOptions = .init(), liveLock: LiveLock? = nil,
-        coordinator: FileCoordinator? = nil, io: any FileIO = SystemFileIO()
-    ) {
+    public init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO = SystemFileIO()) {
         self.keys = keys
         self.options = options
-        self.liveLock = liveLock
         self.coordinator = coordinator
         self.io = io
     }
+
+    /// The lock state and key-holder registry of `keys`.
+    var revocation: Revocation { keys.revocation }
 
     /// Runs `body` under a coordinated read (or `forReplacing` write) of `path` when a coordinator is set.
     func coordinated<R>(_ path: String, writing: Bool, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
@@ -93,21 +90,16 @@ public final class ProtectedFiles: Sendable {
         }
     }
 
-    /// Builds a handle and registers it with the live lock, closing the race with a concurrent `lock`.
-    ///
-    /// `epoch` was read before the keys were obtained. After registering, the
-    /// epoch is read again: either the locking process's broadcast finds this
-    /// handle registered and revokes it, or this check sees the new epoch.
+    /// Builds a handle for keys obtained inside `keys.admit` and registers it before the keys are used.
     func makeHandle(
-        path: String, fd: Int32, header: FileHeader, keys fk: FileKeys, size: Int64, writable: Bool, epoch: UInt64, journaled: Bool, committed: Bool
+        path: String, fd: Int32, header: FileHeader, keys fk: FileKeys, size: Int64, writable: Bool, epoch: UInt64, journaled: Bool, committed: Bool,
+        via: ProtectedDataEntryPoint
     ) -> ProtectedFileHandle {
         let h = ProtectedFileHandle(
             path: path, fd: fd, header: header, keys: fk, plaintextSize: size, writable: writable, files: self, epoch: epoch,
-            journaled: journaled, committed: committed)
-        if let live = liveLock {
-            live.register(h)
-            if live.currentEpoch() != epoch && live.revokes(header.protectionClass) { h.revoke(.locked(header.protectionClass)) }
-        }
+            journaled: journaled, committed: committed, via: via)
+        AdmissionProbe.keysObtained(header.protectionClass)
+        revocation.register(h)
         return h
     }
 
@@ -121,12 +113,22 @@ public final class ProtectedFiles: Sendable {
     /// - Throws: `.locked` if `protection`'s key cannot wrap; `.io` for file-system
     ///   failures (the temporary file is removed and `path` is untouched).
     public func write(_ bytes: UnsafeRawBufferPointer, to path: String, protection: ProtectionClass) throws(ProtectionError) {
-        try replace(path, protection: protection) { (h) throws(ProtectionError) in try h.write(bytes, at: 0) }
+        try write(bytes, to: path, protection: protection, via: .filesWrite)
+    }
+
+    /// `write(_:to:protection:)` on behalf of the entry point `via`.
+    func write(_ bytes: UnsafeRawBufferPointer, to path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) {
+        try replace(path, protection: protection, via: via) { (h) throws(ProtectionError) in try h.write(bytes, at: 0) }
     }
 
     /// Atomically replaces `path` with a protected file holding `bytes`.
     public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass) throws(ProtectionError) {
-        try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try write(b, to: path, protection: protection) }
+        try write(bytes, to: path, protection: protection, via: .filesWrite)
+    }
+
+    /// `write(_:to:protection:)` on behalf of the entry point `via`.
+    func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) {
+        try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try write(b, to: path, protection: protection, via: via) }
     }
 
     /// Atomically replaces `path` with a protected copy of everything readable from `source`
@@ -137,7 +139,12 @@ public final class ProtectedFiles: Sendable {
     ///   may leave the old file, or a new one that fails authentication (never wrong plaintext);
     ///   for bulk imports that sync later, and for comparisons with tools that do not fsync.
     public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass, durable: Bool = true) throws(ProtectionError) {
-        try replace(path, protection: protection, durable: durable) { (h) throws(ProtectionError) in
+        try write(contentsOf: source, to: path, protection: protection, durable: durable, via: .filesWriteStream)
+    }
+
+    /// `write(contentsOf:to:protection:durable:)` on behalf of the entry point `via`.
+    func write(contentsOf source: Int32, to path: String, protection: ProtectionClass, durable: Bool = true, via: ProtectedDataEntryPoint) throws(ProtectionError) {
+        try replace(path, protection: protection, durable: durable, via: via) { (h) throws(ProtectionError) in
             let cap = h.useStreamingBatches()
             var offset: Int64 = 0
             // A regular file of a batch or more is read in place by the threads that seal it (pread). What it grows
@@ -178,11 +185,16 @@ public final class ProtectedFiles: Sendable {
     /// Reads the whole plaintext of `path`.
     /// - Throws: `.locked`, `.authenticationFailed`, `.notProtected`, `.notFound`, `.io`.
     public func read(_ path: String) throws(ProtectionError) -> [UInt8] {
-        try coordinated(path, writing: false) { () throws(ProtectionError) in try readWhole(path) }
+        try read(path, via: .filesRead)
     }
 
-    private func readWhole(_ path: String) throws(ProtectionError) -> [UInt8] {
-        let h = try open(path)
+    /// `read(_:)` on behalf of the entry point `via`.
+    func read(_ path: String, via: ProtectedDataEntryPoint) throws(ProtectionError) -> [UInt8] {
+        try coordinated(path, writing: false) { () throws(ProtectionError) in try readWhole(path, via: via) }
+    }
+
+    private func readWhole(_ path: String, via: ProtectedDataEntryPoint) throws(ProtectionError) -> [UInt8] {
+        let h = try open(path, forWriting: false, via: via)
         defer { h.close() }
         let size = try h.size
         guard size <= Int64(Int.max) else { throw ProtectionError(.fileTooLarge, "unable to read '\(path)' into memory: use a handle and read it in pieces", path: path) }
@@ -191,13 +203,18 @@ public final class ProtectedFiles: Sendable {
 
     /// Reads the whole plaintext of `path` and writes it to `destination` (a file descriptor), in O(chunk) memory.
     public func read(_ path: String, into destination: Int32) throws(ProtectionError) {
-        try coordinated(path, writing: false) { () throws(ProtectionError) in try stream(path, into: destination) }
+        try read(path, into: destination, via: .filesReadStream)
+    }
+
+    /// `read(_:into:)` on behalf of the entry point `via`.
+    func read(_ path: String, into destination: Int32, via: ProtectedDataEntryPoint) throws(ProtectionError) {
+        try coordinated(path, writing: false) { () throws(ProtectionError) in try stream(path, into: destination, via: via) }
     }
 
     /// Reads batch k+1 (both cores) while a writer thread writes batch k to `destination`:
     /// two buffers, at most one write in flight, memory O(batch).
-    private func stream(_ path: String, into destination: Int32) throws(ProtectionError) {
-        let h = try open(path)
+    private func stream(_ path: String, into destination: Int32, via: ProtectedDataEntryPoint) throws(ProtectionError) {
+        let h = try open(path, forWriting: false, via: via)
         defer { h.close() }
         // A batch, or the whole file when it is smaller (one that grows meanwhile is read in more rounds).
         let cap = Int(min(Int64(h.useStreamingBatches()), max(1, try h.size)))
@@ -253,12 +270,14 @@ public final class ProtectedFiles: Sendable {
     /// fsynced, a crash can leave it missing, empty or failing authentication.
     /// - Throws: `.alreadyExists`, `.locked`, `.invalidArgument` (bad options), `.io`.
     public func create(_ path: String, protection: ProtectionClass) throws(ProtectionError) -> ProtectedFileHandle {
-        try create(path, protection: protection, reportedAs: path, journaled: true)
+        try create(path, protection: protection, reportedAs: path, journaled: true, via: .filesCreate)
     }
 
     /// `create`, with errors about the file attributed to `shown` (the destination of an atomic replace, not its temporary name).
     /// A replace's temporary file is not `journaled`: the rename makes it atomic.
-    func create(_ path: String, protection: ProtectionClass, reportedAs shown: String, journaled: Bool) throws(ProtectionError) -> ProtectedFileHandle {
+    func create(
+        _ path: String, protection: ProtectionClass, reportedAs shown: String, journaled: Bool, via: ProtectedDataEntryPoint
+    ) throws(ProtectionError) -> ProtectedFileHandle {
         guard let shift = options.chunkShift else {
             throw ProtectionError(.invalidArgument, "unable to create '\(path)': chunk size \(options.chunkSize) is not a power of two from 4 KiB to 16 MiB", path: path)
         }
@@ -266,27 +285,39 @@ public final class ProtectedFiles: Sendable {
             throw ProtectionError(.unsupportedCipher, "unable to create '\(path)': \(options.cipher) is not supported on this CPU; use XChaCha20-Poly1305", path: path)
         }
         do throws(ProtectionError) {
-            let epoch = liveLock?.currentEpoch() ?? 0
+            // Refused before anything is created when the class is locked already; `admit` checks again.
+            try revocation.refuseIfLocked(protection, via: via)
             let generation = try keys.currentGeneration(of: protection)
-            let fileKey = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 32) }
             var header = FileHeader(
                 protectionClass: protection, cipher: options.cipher, chunkShift: shift, classKeyGeneration: generation,
                 fileID: try crypto { () throws(CryptoError) in try SecureRandom.bytes(16) },
                 wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
-            let fixed = header.fixedBytes()
-            header.wrappedKey = try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) in
-                try keys.wrapFileKey(fileKey, for: protection, generation: generation, ad: ad)
-            }
-            guard header.wrappedKey.count == FileHeader.wrappedKeyLength(for: protection) else {
-                throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(protection)")
-            }
-            let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: options.cipher) }
-            header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
             let fd: Int32
             do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) } catch {
                 throw ProtectionError.errno(error.errno, "create", path)
             }
-            let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false)
+            let h: ProtectedFileHandle
+            do throws(ProtectionError) {
+                // The per-file key is made, wrapped and handed to a registered handle inside one admission.
+                h = try keys.admit(protection, via: via) { (access, epoch) throws(ProtectionError) -> ProtectedFileHandle in
+                    let fileKey = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 32) }
+                    let fixed = header.fixedBytes()
+                    header.wrappedKey = try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) in
+                        try access.wrapFileKey(fileKey, for: protection, generation: generation, ad: ad)
+                    }
+                    guard header.wrappedKey.count == FileHeader.wrappedKeyLength(for: protection) else {
+                        throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(protection)")
+                    }
+                    let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: options.cipher) }
+                    header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
+                    return makeHandle(
+                        path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false, via: via)
+                }
+            } catch {
+                io.close(fd)
+                try? io.unlink(path)
+                throw error
+            }
             do throws(ProtectionError) {
                 try h.writeHeaderAndEmptyChunk(header.encoded())
             } catch {
@@ -308,27 +339,34 @@ public final class ProtectedFiles: Sendable {
     /// - Throws: `.notFound`, `.notProtected`, `.unsupportedVersion`, `.corruptHeader`,
     ///   `.authenticationFailed`, `.locked`, `.io`.
     public func open(_ path: String, forWriting: Bool = false) throws(ProtectionError) -> ProtectedFileHandle {
+        try open(path, forWriting: forWriting, via: forWriting ? .filesOpenForWriting : .filesOpen)
+    }
+
+    /// `open(_:forWriting:)` on behalf of the entry point `via`.
+    func open(_ path: String, forWriting: Bool, via: ProtectedDataEntryPoint) throws(ProtectionError) -> ProtectedFileHandle {
         if forWriting {
             try recoverBeforeWriting(path)
-            return try openNow(path, forWriting: true)
+            return try openNow(path, forWriting: true, via: via)
         }
-        return try retryingAfterRecovery(path) { () throws(ProtectionError) in try openNow(path, forWriting: false) }
+        return try retryingAfterRecovery(path) { () throws(ProtectionError) in try openNow(path, forWriting: false, via: via) }
     }
 
     /// Opens `path` from one `pread` of its prefix when that read stops short (see `readPrefix`): every local
     /// file system returns less than asked only at the end of the file. A file system that may return short reads
     /// before the end (some network and FUSE ones) could make a good file look truncated, so a failure after such a
     /// read is tried once more with the end confirmed by a read that returns 0.
-    private func openNow(_ path: String, forWriting: Bool) throws(ProtectionError) -> ProtectedFileHandle {
+    private func openNow(_ path: String, forWriting: Bool, via: ProtectedDataEntryPoint) throws(ProtectionError) -> ProtectedFileHandle {
         var endUnconfirmed = false
         do throws(ProtectionError) {
-            return try openNow(path, forWriting: forWriting, confirmingEnd: false, endUnconfirmed: &endUnconfirmed)
+            return try openNow(path, forWriting: forWriting, confirmingEnd: false, endUnconfirmed: &endUnconfirmed, via: via)
         } catch where endUnconfirmed {
-            return try openNow(path, forWriting: forWriting, confirmingEnd: true, endUnconfirmed: &endUnconfirmed)
+            return try openNow(path, forWriting: forWriting, confirmingEnd: true, endUnconfirmed: &endUnconfirmed, via: via)
         }
     }
 
-    private func openNow(_ path: String, forWriting: Bool, confirmingEnd: Bool, endUnconfirmed: inout Bool) throws(ProtectionError) -> ProtectedFileHandle {
+    private func openNow(
+        _ path: String, forWriting: Bool, confirmingEnd: Bool, endUnconfirmed: inout Bool, via: ProtectedDataEntryPoint
+    ) throws(ProtectionError) -> ProtectedFileHandle {
         let fd: Int32
         do throws(SystemError) { fd = try io.open(path, flags: forWriting ? O_RDWR : O_RDONLY, mode: 0) } catch {
             throw ProtectionError.errno(error.errno, "open", path)
@@ -341,9 +379,12 @@ public final class ProtectedFiles: Sendable {
             guard let size = layout.plaintextSize(forFileSize: fileSize) else {
                 throw ProtectionError(.authenticationFailed, "its size (\(fileSize) bytes) fits no valid file: it was truncated or extended; restore it from a backup")
             }
-            let epoch = liveLock?.currentEpoch() ?? 0
-            let fk = try fileKeys(for: header, raw: prefix)
-            h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: size, writable: forWriting, epoch: epoch, journaled: true, committed: true)
+            // The per-file key is unwrapped and handed to a registered handle inside one admission.
+            h = try keys.admit(header.protectionClass, via: via) { (access, epoch) throws(ProtectionError) -> ProtectedFileHandle in
+                let fk = try fileKeys(for: header, raw: prefix, access)
+                return makeHandle(
+                    path: path, fd: fd, header: header, keys: fk, size: size, writable: forWriting, epoch: epoch, journaled: true, committed: true, via: via)
+            }
         } catch {
             io.close(fd)
             throw error.about(path, "open")
@@ -377,9 +418,9 @@ public final class ProtectedFiles: Sendable {
     /// - Parameter raw: the header's bytes as read from disk, when at hand: they are
     ///   authenticated as they are instead of being encoded again (`parse` has
     ///   already checked that they encode `header`).
-    func fileKeys(for header: FileHeader, raw: [UInt8]? = nil) throws(ProtectionError) -> FileKeys {
+    func fileKeys(for header: FileHeader, raw: [UInt8]? = nil, _ access: borrowing KeyAccess) throws(ProtectionError) -> FileKeys {
         let bytes = raw.flatMap { $0.count >= FileHeader.size ? $0 : nil } ?? header.encoded()
-        let fileKey = try unwrapFileKey(header, raw: bytes)
+        let fileKey = try unwrapFileKey(header, raw: bytes, access)
         let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
         try checkMAC(raw: bytes, fk)
         return fk
@@ -423,14 +464,19 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Writes a new protected file to a temporary name beside `path`, then renames it over `path`.
-    func replace(_ path: String, protection: ProtectionClass, durable: Bool = true, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
-        try coordinated(path, writing: true) { () throws(ProtectionError) in try replaceNow(path, protection: protection, durable: durable, fill: fill) }
+    func replace(
+        _ path: String, protection: ProtectionClass, durable: Bool = true, via: ProtectedDataEntryPoint,
+        fill: (ProtectedFileHandle) throws(ProtectionError) -> Void
+    ) throws(ProtectionError) {
+        try coordinated(path, writing: true) { () throws(ProtectionError) in try replaceNow(path, protection: protection, durable: durable, via: via, fill: fill) }
     }
 
     /// Fills a locked temporary file, fsyncs it, renames it over `path` (still holding the lock), fsyncs the directory
     /// (the two fsyncs only when `durable`).
-    private func replaceNow(_ path: String, protection: ProtectionClass, durable: Bool, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void) throws(ProtectionError) {
-        let (h, tmp) = try makeTemporary(for: path, protection: protection)
+    private func replaceNow(
+        _ path: String, protection: ProtectionClass, durable: Bool, via: ProtectedDataEntryPoint, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void
+    ) throws(ProtectionError) {
+        let (h, tmp) = try makeTemporary(for: path, protection: protection, via: via)
         var renamed = false
         do throws(ProtectionError) {
             try fill(h)
@@ -455,10 +501,10 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Creates and locks the temporary file of a replace of `path` (FORMAT.md §6.6).
-    private func makeTemporary(for path: String, protection: ProtectionClass) throws(ProtectionError) -> (ProtectedFileHandle, String) {
+    private func makeTemporary(for path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) -> (ProtectedFileHandle, String) {
         try claimTemporary(
             for: path,
-            create: { (tmp) throws(ProtectionError) in try create(tmp, protection: protection, reportedAs: path, journaled: false) },
+            create: { (tmp) throws(ProtectionError) in try create(tmp, protection: protection, reportedAs: path, journaled: false, via: via) },
             descriptor: { $0.descriptor }, abandon: { $0.close() })
     }
 }

@@ -29,7 +29,8 @@ public final class LiveLock: Sendable {
     let directory: String
     let state: LiveState
     private let listener: Listener
-    private let handles = Locked<[ObjectIdentifier: WeakHandle]>([:])
+    /// The key holders of this process (handles, in-process key copies) that a lock of this domain revokes.
+    let revocation: Revocation
     private let subscribers = Locked<[Int: @Sendable (DomainEvent) -> Void]>([:])
     private let nextID = Atomic<Int>(0)
     private let revocationHooks = Locked<[@Sendable (Set<ProtectionClass>) -> Void]>([])
@@ -47,6 +48,7 @@ public final class LiveLock: Sendable {
         directory = "\(root)/\(domainID)"
         for d in [root, directory, "\(directory)/l"] { try Self.makePrivateDirectory(d) }
         state = try LiveState(path: "\(directory)/state")
+        revocation = Revocation(state: state)
         listener = try Listener(directory: "\(directory)/l")
         listener.start(self)
     }
@@ -88,11 +90,6 @@ public final class LiveLock: Sendable {
         return state.epoch
     }
 
-    /// Whether a handle of class `c` loses its keys when `c` is locked (A and C do; B keeps open files; D never locks).
-    @inline(__always)
-    func revokes(_ c: ProtectionClass) -> Bool {
-        (c == .complete || c == .completeUntilFirstUserAuthentication) && state.isLocked(c)
-    }
 
     // MARK: Lock and unlock (called by whoever locks: the CLI or the library)
 
@@ -182,16 +179,15 @@ public final class LiveLock: Sendable {
 
     // MARK: Handles
 
-    func register(_ h: ProtectedFileHandle) { handles.withLock { $0[ObjectIdentifier(h)] = WeakHandle(h) } }
-    func unregister(_ h: ProtectedFileHandle) { _ = handles.withLock { $0.removeValue(forKey: ObjectIdentifier(h)) } }
+    /// Number of open handles (and other key holders) of this domain in this process.
+    public var openHandleCount: Int { revocation.holderCount }
 
-    /// Number of handles currently registered in this process.
-    public var openHandleCount: Int { handles.withLock { $0.count } }
+    /// Revocations in this process waiting for key acquisitions in flight (the interleaving test watches it).
+    package var revocationsWaiting: Int { revocation.revocationsWaiting }
 
-    /// Revokes every registered handle of a class now locked, and runs the hooks.
+    /// Revokes every registered key holder of a class now locked, and runs the hooks.
     func revokeLocal(_ classes: Set<ProtectionClass>) {
-        let victims = handles.withLock { $0.values.compactMap(\.handle) }.filter { revokes($0.protectionClass) }
-        for h in victims { h.revoke(.locked(h.protectionClass)) }
+        revocation.revokeLocked()
         for hook in revocationHooks.withLock({ $0 }) { hook(classes) }
     }
 
@@ -248,12 +244,6 @@ public final class EventSubscription: Sendable {
     private let cancelAction: Locked<(@Sendable () -> Void)?>
     init(_ cancel: @escaping @Sendable () -> Void) { cancelAction = Locked(cancel) }
     public func cancel() { cancelAction.withLock { $0?(); $0 = nil } }
-}
-
-final class WeakHandle: @unchecked Sendable {
-    // @unchecked: only read and written under LiveLock.handles' lock.
-    weak var handle: ProtectedFileHandle?
-    init(_ h: ProtectedFileHandle) { handle = h }
 }
 
 /// The listener: one socket and one thread per attached domain and process.

@@ -18,7 +18,7 @@ import Glibc
 ///
 /// The kernel keyring is per host, and so is this page: it lives in the
 /// user's runtime directory, never on a shared filesystem.
-final class LiveState: @unchecked Sendable {
+final class LiveState: RevocationState, @unchecked Sendable {
     // @unchecked: the mapping is immutable after init; every access is atomic.
     static let magic: UInt64 = 0x3130_4556_494C_5044  // "DPLIVE01" little-endian
     static let size = 4096
@@ -75,6 +75,15 @@ final class LiveState: @unchecked Sendable {
     /// Clears `classes` from the locked mask (the epoch is unchanged: unlocking revokes nothing).
     func unlock(_ classes: Set<ProtectionClass>) {
         _ = dp_atomic_fetch_and_u64(field(16), ~Self.mask(classes))
+    }
+
+    /// Whether keys of class `c` must be dropped now: A and C when locked, or A when the auto-lock deadline has
+    /// passed and no process has applied it yet (B keeps open files; D never locks).
+    @inline(__always) func revokes(_ c: ProtectionClass) -> Bool {
+        guard c == .complete || c == .completeUntilFirstUserAuthentication else { return false }
+        if isLocked(c) { return true }
+        let d = autoLockDeadline
+        return d != 0 && LiveLock.lockClasses.contains(c) && d <= unixMillis()
     }
 
     /// The auto-lock deadline in Unix milliseconds, or 0.

@@ -1,0 +1,114 @@
+import Locking
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Something that holds key material a lock must take away: an open protected-file handle, or an in-process
+/// copy of class keys.
+protocol KeyHolder: AnyObject, Sendable {
+    /// Drops (wipes) every key this holder has of a class for which `locked` is true.
+    ///
+    /// Called on the thread that applies a lock, after an acquisition in flight finished; an operation the
+    /// holder is running finishes first (the holder takes its own lock).
+    func revoke(where locked: (ProtectionClass) -> Bool)
+}
+
+/// The lock state a `Revocation` follows: the domain's shared page (`LiveState`), or an in-process store's own.
+protocol RevocationState: Sendable {
+    /// +1 on every lock; a holder compares it with the epoch its keys were obtained under.
+    var epoch: UInt64 { get }
+    /// Whether keys of class `c` must be dropped now (classes A and C when locked; B keeps open files; D never locks).
+    func revokes(_ c: ProtectionClass) -> Bool
+}
+
+/// The one mechanism by which a lock takes keys away from this process: a registry of key holders behind a gate.
+///
+/// Key material enters the process only through `admit` (shared side of the gate): it checks the lock state, and
+/// the body registers the holder of the keys before the gate is released. `revokeLocked` (exclusive side) lists the
+/// holders and revokes those of locked classes. A lock marks its classes locked before it revokes, so every
+/// acquisition either sees "locked" or is listed.
+final class Revocation: Sendable {
+    let state: any RevocationState
+    private let gate = ReadWriteGate()
+    private let holders = Locked<[ObjectIdentifier: WeakHolder]>([:])
+    private let waiting = Atomic<Int>(0)
+
+    /// Revocations waiting for acquisitions in flight to finish (for the interleaving test).
+    var revocationsWaiting: Int { waiting.load(ordering: .sequentiallyConsistent) }
+
+    init(state: any RevocationState) { self.state = state }
+
+    /// The current lock epoch (one atomic load).
+    @inline(__always) var epoch: UInt64 { state.epoch }
+
+    /// Whether keys of class `c` must be dropped now.
+    @inline(__always) func revokes(_ c: ProtectionClass) -> Bool { state.revokes(c) }
+
+    /// Runs one acquisition of keys of class `c` (see `ClassKeys.admit`).
+    func admit<R: ~Copyable>(
+        _ c: ProtectionClass, also other: ProtectionClass? = nil, via: ProtectedDataEntryPoint, _ body: (UInt64) throws(ProtectionError) -> R
+    ) throws(ProtectionError) -> R {
+        via.record()
+        return try gate.shared { () throws(ProtectionError) -> R in
+            let epoch = state.epoch
+            if state.revokes(c) { throw .locked(c) }
+            if let other, state.revokes(other) { throw .locked(other) }
+            return try body(epoch)
+        }
+    }
+
+    /// Throws `.locked` when class `c` is locked now: a cheap refusal before a call makes anything (`admit` checks again).
+    func refuseIfLocked(_ c: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) {
+        via.record()
+        if state.revokes(c) { throw .locked(c) }
+    }
+
+    /// Registers `holder`; call it inside `admit`'s body, before the keys it holds are used.
+    func register(_ holder: any KeyHolder) { holders.withLock { $0[ObjectIdentifier(holder)] = WeakHolder(holder) } }
+
+    /// Forgets `holder` (it closed, or dropped its keys for good).
+    func unregister(_ holder: any KeyHolder) { _ = holders.withLock { $0.removeValue(forKey: ObjectIdentifier(holder)) } }
+
+    /// Number of registered holders that are still alive.
+    var holderCount: Int { holders.withLock { $0.values.count { $0.holder != nil } } }
+
+    /// Revokes the keys of every class the state now says to revoke, in every registered holder.
+    ///
+    /// Waits for acquisitions in flight (they either registered their holder by then, or will see the lock).
+    /// Must not be called by a thread inside `admit` or holding a holder's own lock.
+    func revokeLocked() {
+        waiting.add(1, ordering: .sequentiallyConsistent)
+        let victims = gate.exclusive { holders.withLock { $0.values.compactMap(\.holder) } }
+        waiting.subtract(1, ordering: .sequentiallyConsistent)
+        for h in victims { h.revoke(where: state.revokes) }
+    }
+}
+
+final class WeakHolder: @unchecked Sendable {
+    // @unchecked: only read and written under Revocation.holders' lock.
+    weak var holder: (any KeyHolder)?
+    init(_ h: any KeyHolder) { holder = h }
+}
+
+/// A test seam inside the gate: runs a hook once key material was obtained and before its holder is registered (or,
+/// for a rewrap, before it is wiped), so a test can start a lock at exactly that moment: the interleaving of issue 19
+/// defect 5. Off in production: one atomic load.
+package enum AdmissionProbe {
+    // Written only before `installed` is set (release) and read only after it was seen set (acquire).
+    nonisolated(unsafe) private static var hook: (@Sendable (ProtectionClass) -> Void)?
+    private static let installed = Atomic<Bool>(false)
+
+    @inline(__always) static func keysObtained(_ c: ProtectionClass) {
+        if _slowPath(installed.load(ordering: .acquiring)) { hook?(c) }
+    }
+
+    /// Installs `hook` for the duration of `body` (tests only; one at a time).
+    package static func with<R>(_ hook: @escaping @Sendable (ProtectionClass) -> Void, _ body: () throws -> R) rethrows -> R {
+        Self.hook = hook
+        installed.store(true, ordering: .releasing)
+        defer { installed.store(false, ordering: .releasing) }
+        return try body()
+    }
+}

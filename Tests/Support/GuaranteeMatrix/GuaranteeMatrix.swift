@@ -1,0 +1,300 @@
+// The guarantee matrix's drivers, shared by GuaranteeMatrixTests (this process) and guarantee-worker (another one):
+// one driver per ProtectedDataEntryPoint, chosen by an exhaustive switch, so a new entry point does not compile
+// here until it has a driver.
+import DataProtection
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// When the domain locks, relative to the cell's access.
+package enum LockTiming: String, CaseIterable, Sendable {
+    case unlocked
+    /// `lock` returned before the entry point was called.
+    case lockedBeforeOpen = "locked-before-open"
+    /// Handles: `lock` ran between the open and the next read or write. Whole-file calls: `lock` started at the moment
+    /// the call had obtained its key and had not yet registered its holder (`AdmissionProbe`).
+    case lockedWhileOpen = "locked-while-open"
+}
+
+/// What a cell must do.
+package enum CellOutcome: String, Sendable, Equatable {
+    /// The call succeeds, returns exactly the file's plaintext (reads) or leaves exactly what it wrote (writes).
+    case works
+    /// The call fails `.locked`; nothing is returned, and the files are as they were.
+    case locked
+}
+
+/// One cell: an entry point, a class and a lock timing.
+package struct MatrixCell: Sendable, CustomStringConvertible {
+    package var entry: ProtectedDataEntryPoint
+    package var protection: ProtectionClass
+    package var timing: LockTiming
+
+    package init(_ entry: ProtectedDataEntryPoint, _ protection: ProtectionClass, _ timing: LockTiming) {
+        self.entry = entry
+        self.protection = protection
+        self.timing = timing
+    }
+
+    package var description: String { "\(entry) × \(protection.name) × \(timing.rawValue)" }
+
+    /// A file name unique to the cell (cells never share a file).
+    package var name: String { "\(entry.rawValue)-\(protection.rawValue)-\(timing.rawValue)" }
+
+    /// What DESIGN.md's class table says this cell does.
+    package var expected: CellOutcome {
+        if timing == .unlocked { return .works }
+        switch protection {
+        case .none, .completeUntilFirstUserAuthentication:
+            return .works  // D never locks; C stays available after a plain `lock`
+        case .complete:
+            // A rewrap finishes inside its one acquisition of keys: a lock that starts during it waits for it.
+            return timing == .lockedWhileOpen && entry == .filesRewrap ? .works : .locked
+        case .completeUnlessOpen:
+            // B: files opened (or keys obtained) before the lock keep working; while locked, only creating works.
+            if timing == .lockedWhileOpen { return .works }
+            return Self.createsOnly.contains(entry) ? .works : .locked
+        }
+    }
+
+    /// Entry points that only create new files (class B can do that while locked: its key is sealed to the public key).
+    static let createsOnly: Set<ProtectedDataEntryPoint> = [.filesWrite, .filesWriteStream, .filesCreate, .filesProtect, .containerWrite, .containerCreate]
+
+    /// Whether the entry point hands the caller a handle (the lock then falls between open and use).
+    package var opensHandle: Bool { [.filesCreate, .filesOpen, .filesOpenForWriting, .containerCreate, .containerOpen].contains(entry) }
+}
+
+/// The places one run of the matrix works in: a domain's files directory and one container per class.
+package struct MatrixFixture {
+    package let domain: ProtectionDomain
+    /// Directory for the `files.*` entry points (through `domain.files`).
+    package let directory: String
+    /// A container per class; its preferences store takes that class.
+    package let containers: [ProtectionClass: Container]
+
+    /// Container roots live under `directory/containers/<class>`.
+    package static func containerRoot(_ directory: String, _ c: ProtectionClass) -> String { "\(directory)/containers/\(c.name)" }
+
+    /// Opens (creating when `create`) the containers under `directory`.
+    package init(domain: ProtectionDomain, directory: String, create: Bool) throws {
+        self.domain = domain
+        self.directory = directory
+        var cs: [ProtectionClass: Container] = [:]
+        for c in ProtectionClass.allCases {
+            let root = Self.containerRoot(directory, c)
+            let policy = ContainerPolicy(defaultClasses: [.preferences: c])
+            if create {
+                try FileManager.default.createDirectory(atPath: directory + "/containers", withIntermediateDirectories: true)
+                cs[c] = try Container.create(at: root, keys: domain.keys, policy: policy)
+            } else {
+                cs[c] = try Container(at: root, keys: domain.keys)
+            }
+        }
+        containers = cs
+    }
+
+    /// The plaintext of the cell's existing file: several chunks, unique to the cell.
+    package static func plaintext(_ cell: MatrixCell) -> [UInt8] {
+        let line = Array("\(cell.name): the plaintext nobody may read after lock returns.\n".utf8)
+        return Array((0..<(10_000 / line.count + 1)).flatMap { _ in line }.prefix(10_000))
+    }
+
+    /// What the cell writes, when it writes.
+    package static func written(_ cell: MatrixCell) -> [UInt8] { Array("written by \(cell.name)".utf8) }
+
+    package func filePath(_ cell: MatrixCell) -> String { "\(directory)/\(cell.name)" }
+    package func containerPath(_ cell: MatrixCell) -> String { "Documents/\(cell.name)" }
+    package var preferencesKey: String { "secret" }
+
+    /// Puts the cell's existing data in place (the domain is unlocked).
+    package func prepare(_ cell: MatrixCell) throws {
+        let p = Self.plaintext(cell), c = cell.protection
+        switch cell.entry {
+        case .filesRead, .filesReadStream, .filesOpen, .filesOpenForWriting, .filesRewrap, .filesUnprotect:
+            try domain.files.write(p, to: filePath(cell), protection: c)
+        case .filesProtect:
+            try Data(p).write(to: URL(fileURLWithPath: filePath(cell)))
+        case .filesWriteStream:
+            try Data(Self.written(cell)).write(to: URL(fileURLWithPath: filePath(cell) + ".input"))
+        case .containerRead, .containerOpen:
+            try containers[c]!.write(p, to: containerPath(cell), protection: c)
+        case .preferencesRead, .preferencesWrite:
+            try containers[c]!.preferences(named: cell.name).set(p, forKey: preferencesKey)
+        case .filesWrite, .filesCreate, .containerWrite, .containerCreate:
+            break
+        }
+    }
+
+    /// The first half of a handle entry point: opens (or creates) the handle. Nil for whole-file entry points.
+    package func open(_ cell: MatrixCell) throws -> ProtectedFileHandle? {
+        let c = cell.protection
+        switch cell.entry {
+        case .filesCreate: return try domain.files.create(filePath(cell), protection: c)
+        case .filesOpen: return try domain.files.open(filePath(cell))
+        case .filesOpenForWriting: return try domain.files.open(filePath(cell), forWriting: true)
+        case .containerCreate: return try containers[c]!.create(containerPath(cell), protection: c)
+        case .containerOpen: return try containers[c]!.open(containerPath(cell))
+        case .filesWrite, .filesWriteStream, .filesRead, .filesReadStream, .filesRewrap, .filesProtect, .filesUnprotect,
+             .containerWrite, .containerRead, .preferencesRead, .preferencesWrite:
+            return nil
+        }
+    }
+
+    /// The rest of the cell: uses the handle, or makes the whole-file call. Returns the plaintext it read, if any.
+    package func use(_ cell: MatrixCell, _ handle: ProtectedFileHandle?) throws -> [UInt8]? {
+        let c = cell.protection, w = Self.written(cell)
+        switch cell.entry {
+        case .filesCreate, .containerCreate, .filesOpenForWriting:
+            defer { handle!.close() }
+            try handle!.write(w, at: 0)
+            try handle!.sync()
+            return nil
+        case .filesOpen, .containerOpen:
+            defer { handle!.close() }
+            return try handle!.read(at: 0, count: Int(try handle!.size))
+        case .filesWrite: try domain.files.write(w, to: filePath(cell), protection: c); return nil
+        case .filesWriteStream:
+            let fd = Glibc.open(filePath(cell) + ".input", O_RDONLY)
+            defer { Glibc.close(fd) }
+            try domain.files.write(contentsOf: fd, to: filePath(cell), protection: c)
+            return nil
+        case .filesRead: return try domain.files.read(filePath(cell))
+        case .filesReadStream:
+            let out = filePath(cell) + ".out"
+            let fd = Glibc.open(out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            defer { Glibc.close(fd) }
+            do { try domain.files.read(filePath(cell), into: fd) } catch {
+                // What reached the output before a failure is returned too: the test requires it to be empty.
+                let partial = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
+                if !partial.isEmpty { throw MatrixError.partialPlaintext(partial.count, error) }
+                throw error
+            }
+            return [UInt8](try Data(contentsOf: URL(fileURLWithPath: out)))
+        case .filesRewrap:
+            _ = try domain.setClass(filePath(cell), to: c == .none ? .completeUntilFirstUserAuthentication : .none)
+            return nil
+        case .filesProtect: _ = try domain.files.protectInPlace(filePath(cell), as: c); return nil
+        case .filesUnprotect:
+            try domain.files.unprotectInPlace(filePath(cell))
+            return [UInt8](try Data(contentsOf: URL(fileURLWithPath: filePath(cell))))
+        case .containerWrite: try containers[c]!.write(w, to: containerPath(cell), protection: c); return nil
+        case .containerRead: return try containers[c]!.read(containerPath(cell))
+        case .preferencesRead: return try containers[c]!.preferences(named: cell.name).data(forKey: preferencesKey)
+        case .preferencesWrite:
+            try containers[c]!.preferences(named: cell.name).set(w, forKey: preferencesKey)
+            return nil
+        }
+    }
+
+    /// After the cell, with the domain unlocked again: checks that the files hold what the outcome implies.
+    /// Returns a description of what is wrong, or nil.
+    package func verify(_ cell: MatrixCell, _ outcome: CellOutcome, read: [UInt8]?) throws -> String? {
+        let c = cell.protection, p = Self.plaintext(cell), w = Self.written(cell)
+        let reads: Set<ProtectedDataEntryPoint> = [.filesRead, .filesReadStream, .filesOpen, .containerRead, .containerOpen, .preferencesRead, .filesUnprotect]
+        if outcome == .works, reads.contains(cell.entry), read != p { return "read \(read?.count ?? -1) bytes, not the file's \(p.count)" }
+        if outcome == .locked, let read, !read.isEmpty { return "returned \(read.count) bytes of plaintext after lock" }
+        let litter = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix(".") }
+        if !litter.isEmpty { return "left \(litter) beside the files" }
+        switch cell.entry {
+        case .filesRead, .filesReadStream, .filesOpen:
+            return try domain.files.read(filePath(cell)) == p ? nil : "the file changed"
+        case .filesOpenForWriting:
+            var expect = p
+            if outcome == .works { expect.replaceSubrange(0..<w.count, with: w) }
+            return try domain.files.read(filePath(cell)) == expect ? nil : "the file does not hold what the outcome implies"
+        case .filesCreate, .filesWrite, .filesWriteStream:
+            if outcome == .works { return try domain.files.read(filePath(cell)) == w ? nil : "the written file does not read back" }
+            return try leftover(at: filePath(cell), cell) { try domain.files.read(filePath(cell)) }
+        case .filesRewrap:
+            let info = try domain.files.info(filePath(cell))
+            let moved = info.protectionClass != c
+            if moved != (outcome == .works) { return "the class is \(info.protectionClass.name)" }
+            return try domain.files.read(filePath(cell)) == p ? nil : "the file changed"
+        case .filesProtect:
+            if outcome == .works { return try domain.files.read(filePath(cell)) == p ? nil : "the protected file does not read back" }
+            return [UInt8](try Data(contentsOf: URL(fileURLWithPath: filePath(cell)))) == p ? nil : "the plain file changed"
+        case .filesUnprotect:
+            if outcome == .works { return nil }  // checked through `read` above
+            return try domain.files.read(filePath(cell)) == p ? nil : "the protected file changed"
+        case .containerRead, .containerOpen:
+            return try containers[c]!.read(containerPath(cell)) == p ? nil : "the file changed"
+        case .containerWrite, .containerCreate:
+            let path = containers[c]!.root + "/" + containerPath(cell)
+            if outcome == .works { return try containers[c]!.read(containerPath(cell)) == w ? nil : "the written file does not read back" }
+            return try leftover(at: path, cell) { try containers[c]!.read(containerPath(cell)) }
+        case .preferencesRead:
+            return try containers[c]!.preferences(named: cell.name).data(forKey: preferencesKey) == p ? nil : "the preferences changed"
+        case .preferencesWrite:
+            let got = try containers[c]!.preferences(named: cell.name).data(forKey: preferencesKey)
+            return got == (outcome == .works ? w : p) ? nil : "the preferences hold \(got?.count ?? -1) bytes"
+        }
+    }
+}
+
+extension MatrixFixture {
+    /// What a failed creating call may leave at its name: nothing, or, when a handle was created before the lock, the
+    /// empty file it created (the write after the lock failed whole).
+    func leftover(at path: String, _ cell: MatrixCell, read: () throws -> [UInt8]) throws -> String? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        if cell.opensHandle, cell.timing == .lockedWhileOpen { return try read().isEmpty ? nil : "the file created before the lock holds data" }
+        return "a file was left at the new name"
+    }
+}
+
+package enum MatrixError: Error, CustomStringConvertible {
+    case partialPlaintext(Int, any Error)
+    package var description: String {
+        switch self { case .partialPlaintext(let n, let e): "\(n) bytes of plaintext reached the output before the call failed: \(e)" }
+    }
+}
+
+/// What a cell's call did, as the test and the worker report it.
+package enum CellResult: Sendable, Equatable {
+    case worked(read: [UInt8]?)
+    case failed(code: String, message: String)
+
+    /// The outcome this result shows, or nil when it is neither (another error).
+    package var outcome: CellOutcome? {
+        switch self {
+        case .worked: .works
+        case .failed(let code, _): code == "locked" ? .locked : nil
+        }
+    }
+
+    package init(_ body: () throws -> [UInt8]?) {
+        do { self = .worked(read: try body()) } catch let e as ProtectionError {
+            self = .failed(code: e.code == .locked ? "locked" : "\(e.code)", message: e.message)
+        } catch {
+            self = .failed(code: "other", message: "\(error)")
+        }
+    }
+
+    /// One line: `worked <hex or ->`, or `failed <code> <message>`.
+    package var line: String {
+        switch self {
+        case .worked(let r): "worked " + (r.map { $0.map { String(format: "%02x", $0) }.joined() } ?? "-")
+        case .failed(let code, let message): "failed \(code) \(message.replacingOccurrences(of: "\n", with: " "))"
+        }
+    }
+
+    package init?(line: String) {
+        let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+        switch parts.first {
+        case "worked" where parts.count == 2:
+            if parts[1] == "-" { self = .worked(read: nil); return }
+            var bytes: [UInt8] = []
+            var i = parts[1].startIndex
+            while i < parts[1].endIndex {
+                let j = parts[1].index(i, offsetBy: 2)
+                guard let b = UInt8(parts[1][i..<j], radix: 16) else { return nil }
+                bytes.append(b)
+                i = j
+            }
+            self = .worked(read: bytes)
+        case "failed" where parts.count >= 2: self = .failed(code: parts[1], message: parts.count > 2 ? parts[2] : "")
+        default: return nil
+        }
+    }
+}
