@@ -283,9 +283,7 @@ public final class ProtectedFiles: Sendable {
             let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: options.cipher) }
             header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
             let fd: Int32
-            do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) } catch {
-                throw ProtectionError.errno(error.errno, "create", path)
-            }
+            do throws(OwnedFileFailure) { fd = try io.createOwned(path, flags: O_RDWR, mode: 0o600) } catch { throw error.error("create", path, at: path) }
             let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false)
             do throws(ProtectionError) {
                 try h.writeHeaderAndEmptyChunk(header.encoded())
