@@ -46,6 +46,10 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         case keyringUnavailable
         /// A file or directory holding secrets is readable or writable by others; the message names the `chmod` fix.
         case insecurePermissions
+        /// Something other than a regular file of ours (a symbolic link, a hard link, a FIFO, a directory, another
+        /// user's file) is at a name the library owns (a journal, a temporary file), or is the file a journal
+        /// names; nothing was written through it. The message names it and the fix.
+        case untrustedFile
         /// File coordination did not grant access (timed out, would deadlock, cancelled).
         case coordinationFailed
         /// A system call failed with this errno.

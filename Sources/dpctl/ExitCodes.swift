@@ -28,7 +28,7 @@ enum Exit: Int32, CaseIterable {
         case .ok: "success"
         case .declined: "the confirmation was declined; nothing was changed"
         case .usage: "usage error: bad option, argument or input (see --help)"
-        case .tampered: "tampered or corrupt data: a file, header or keybag failed authentication or is malformed"
+        case .tampered: "tampered or corrupt data: a file, header or keybag failed authentication or is malformed, or something not ours is at a name the library owns"
         case .notFound: "not found: no such file, no domain at the home, or its device secret is missing"
         case .keyringUnavailable: "the kernel keyring is refused to this process (e.g. a seccomp profile)"
         case .alreadyExists: "the file or domain to create already exists"
@@ -44,7 +44,7 @@ enum Exit: Int32, CaseIterable {
     /// The code for a library error.
     init(_ code: ProtectionError.Code) {
         switch code {
-        case .authenticationFailed, .corruptHeader, .corruptKeybag, .notProtected, .bundleTampered: self = .tampered
+        case .authenticationFailed, .corruptHeader, .corruptKeybag, .notProtected, .bundleTampered, .untrustedFile: self = .tampered
         case .unsupportedVersion, .unsupportedFeature, .unsupportedCipher: self = .unsupported
         case .locked: self = .locked
         case .invalidArgument, .escapesContainer, .readOnly: self = .usage

@@ -36,19 +36,26 @@ final class JournalTests: XCTestCase {
     }
 
     func testLayoutRoundTripAndChecksums() throws {
-        let h = JournalFormat.Header(kind: .truncate, fileID: Array(1...16), committedSize: 99_000, targetSize: 5_000, generation: Array(20..<28))
+        let h = JournalFormat.Header(kind: .truncate, binding: .headerHash(Array(1...32)), committedSize: 99_000, targetSize: 5_000, generation: Array(40..<48))
         let bytes = try JournalFormat.encode(h)
         XCTAssertEqual(bytes.count, JournalFormat.headerSize)
-        XCTAssertEqual(Array(bytes[0..<8]), [0x89, 0x44, 0x50, 0x4A, 0x0D, 0x0A, 0x1A, 0x0A])
+        XCTAssertEqual(Array(bytes[0..<9]), [0x89, 0x44, 0x50, 0x4A, 0x0D, 0x0A, 0x1A, 0x0A, 2])
+        XCTAssertEqual(Array(bytes[16..<48]), Array(1...32), "the data header's hash at 16")
         let parsed = try XCTUnwrap(JournalFormat.parseHeader(bytes))
         XCTAssertEqual(parsed.0, h)
-        XCTAssertEqual(parsed.checksum, Array(bytes[64..<96]))
+        XCTAssertEqual(parsed.checksum, Array(bytes[80..<112]))
         for i in 0..<bytes.count {  // every flipped bit of the header is noticed
             var bad = bytes
             bad[i] ^= 0x10
             XCTAssertNil(JournalFormat.parseHeader(bad), "byte \(i)")
         }
-        XCTAssertNil(JournalFormat.parseHeader(Array(bytes[0..<95])), "a torn header")
+        XCTAssertNil(JournalFormat.parseHeader(Array(bytes[0..<111])), "a torn header")
+        // Version 1 (bound by file identifier, 96 bytes), as a writer before version 2 left it, still parses.
+        let v1 = JournalFormat.Header(kind: .truncate, binding: .fileID(Array(1...16)), committedSize: 99_000, targetSize: 5_000, generation: Array(20..<28))
+        let v1bytes = try JournalFormat.encode(v1)
+        XCTAssertEqual(v1bytes.count, JournalFormat.version1HeaderSize)
+        XCTAssertEqual(v1bytes[8], 1)
+        XCTAssertEqual(try XCTUnwrap(JournalFormat.parseHeader(v1bytes + [1, 2, 3])).0, v1, "records follow at 96")
         var rollback = h
         rollback.kind = .rollback
         XCTAssertNil(JournalFormat.parseHeader(try JournalFormat.encode(rollback)), "a rollback journal has no target size")

@@ -16,34 +16,52 @@ enum DurableFile {
     /// The temporary file holds an exclusive OFD lock from just after it is
     /// created until it has been renamed, so `sweep` (run at the next open)
     /// removes only temporaries whose writer died; a crash leaves one behind.
+    ///
+    /// Security: the temporary file is made with `createOwned` (`O_EXCL`): whatever is at a
+    /// name already (a planted link, FIFO, directory) is neither followed nor removed; the
+    /// writer moves on to another random name. It unlinks only a file it created and still holds.
     /// - Throws: `.io` naming the file; the temporary file is removed and `path` is untouched.
     static func write(_ bytes: UnsafeRawBufferPointer, to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) {
         var attempt = 0
         while true {
-            let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
-            let tmp = "\(parentDirectory(of: path))/.\(lastComponent(of: path)).\(suffix).tmp"
+            let tmp = temporaryPath(for: path)
             var fd: Int32 = -1
+            do throws(OwnedFileFailure) { fd = try io.createOwned(tmp, flags: O_WRONLY, mode: mode) } catch {
+                attempt += 1
+                if case .system(let e) = error, e.errno == EEXIST, attempt < 3 { continue }  // not ours: another name
+                throw error.error("write", path, at: tmp)
+            }
+            var owned = false  // we hold the lock of the file the name names: only then may we unlink it
             do throws(SystemError) {
-                fd = try io.open(tmp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode)
-                defer { if fd >= 0 { io.close(fd) } }
                 // A sweeper that took the lock first removed the file: start again under a new name.
                 guard try lockOwned(fd, at: tmp, wait: true) else {
+                    io.close(fd)
+                    fd = -1
                     attempt += 1
                     if attempt < 3 { continue }
                     throw SystemError(EAGAIN)
                 }
+                owned = true
                 try io.writeFully(fd, from: bytes, at: 0)
                 try io.fsync(fd)
                 try io.rename(tmp, to: path)  // still locked, so no sweeper removes it first
+                owned = false
                 io.close(fd)
                 fd = -1
                 try io.syncDirectory(of: path)
                 return
             } catch {
-                try? io.unlink(tmp)
+                if owned { try? io.unlink(tmp) }
+                if fd >= 0 { io.close(fd) }
                 throw ProtectionError.errno(error.errno, "write", path)
             }
         }
+    }
+
+    /// A fresh temporary name for a durable write of `path`: `.<name>.<hex>.tmp` beside it.
+    static func temporaryPath(for path: String) -> String {
+        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
+        return "\(parentDirectory(of: path))/.\(lastComponent(of: path)).\(suffix).tmp"
     }
 
     /// Removes the temporaries `write` left in `directory` for files named `name` when their writer died
@@ -59,11 +77,10 @@ enum DurableFile {
         }
         closedir(dir)
         for tmp in litter {
-            do throws(SystemError) {
-                let fd = try io.open(tmp, flags: O_WRONLY | O_NOFOLLOW | O_NONBLOCK, mode: 0)
-                defer { io.close(fd) }
-                if try lockOwned(fd, at: tmp, wait: false) { try io.unlink(tmp) }
-            } catch {}
+            // Only a regular file of ours with one link is litter: anything else at such a name is left alone.
+            guard let fd = try? io.openOwned(tmp, flags: O_WRONLY, owner: .us) else { continue }
+            defer { io.close(fd) }
+            if (try? lockOwned(fd, at: tmp, wait: false)) == true { try? io.unlink(tmp) }
         }
     }
 
@@ -109,12 +126,12 @@ enum DurableFile {
     /// may survive the overwrite; the unlink plus the loss of the matching
     /// secret is what the crypto-shred relies on.
     static func shred(_ path: String, io: any FileIO) throws(ProtectionError) {
+        let fd: Int32
+        // Only a regular file of ours is overwritten: never a link's target, nor a file with another name.
+        do throws(OwnedFileFailure) { fd = try io.openOwned(path, flags: O_WRONLY) } catch .system(let e) where e.errno == ENOENT {
+            return
+        } catch { throw error.error("destroy", path, at: path) }
         do throws(SystemError) {
-            let fd: Int32
-            do throws(SystemError) { fd = try io.open(path, flags: O_WRONLY, mode: 0) } catch {
-                if error.errno == ENOENT { return }
-                throw error
-            }
             do throws(SystemError) {
                 let size = Int(try io.size(fd))
                 if size > 0 {

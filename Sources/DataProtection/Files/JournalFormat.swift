@@ -9,9 +9,12 @@ import ProtectionCrypto
 /// truncate, new) sealed bytes of chunks exactly as they are on disk.
 enum JournalFormat {
     static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x4A, 0x0D, 0x0A, 0x1A, 0x0A]  // "\x89DPJ\r\n\x1a\n"
-    static let version: UInt8 = 1
-    /// Header bytes: 64 bytes of fields, then their 32-byte checksum.
-    static let headerSize = 96
+    /// The version writers write: 2 binds the journal to a hash of the data file's whole header.
+    static let version: UInt8 = 2
+    /// Header bytes of the current version: 80 bytes of fields, then their 32-byte checksum.
+    static let headerSize = 112
+    /// Header bytes of version 1 (bound by file identifier only): 64 bytes of fields, then their checksum.
+    static let version1HeaderSize = 96
     /// Record bytes before the payload: type, 3 zero bytes, payload length (4), file offset (8).
     static let recordHeadSize = 16
     static let checksumSize = 32
@@ -33,16 +36,42 @@ enum JournalFormat {
         case redo = 2
     }
 
+    /// Which data file a journal applies to.
+    enum Binding: Equatable, Sendable {
+        /// Version 1 (read, never written): the data file's 16-byte identifier (FORMAT.md §3.1).
+        case fileID([UInt8])
+        /// Version 2: BLAKE2b-256 of the data file's whole 176-byte header, as on disk.
+        case headerHash([UInt8])
+
+        /// The binding of the current version for a data file whose header bytes are `dataHeader`.
+        static func of(_ dataHeader: [UInt8]) throws(CryptoError) -> Binding { .headerHash(try checksum(dataHeader)) }
+
+        /// Whether a data file whose first bytes are `dataHeader` (at least 176 of them) is the one bound.
+        func matches(_ dataHeader: [UInt8]) -> Bool {
+            guard dataHeader.count >= FileHeader.size else { return false }
+            switch self {
+            case .fileID(let id): return Array(dataHeader[24..<40]) == id
+            case .headerHash(let h): return (try? checksum(Array(dataHeader[0..<FileHeader.size]))) == h
+            }
+        }
+    }
+
     struct Header: Equatable, Sendable {
         var kind: Kind
-        /// The data file's 16-byte identifier (FORMAT.md §3.1): a journal applies to that file only.
-        var fileID: [UInt8]
+        /// The data file the journal applies to, and through it the header's version.
+        var binding: Binding
         /// The data file's size on disk as of the last commit.
         var committedSize: Int64
         /// For `.truncate`: the size on disk once the truncate is complete; else 0.
         var targetSize: Int64
         /// 8 random bytes, fresh for every journal: records chain to this journal's header only.
         var generation: [UInt8]
+
+        /// Where the first record starts: the header's size in its version.
+        var size: Int {
+            if case .fileID = binding { return version1HeaderSize }
+            return headerSize
+        }
     }
 
     struct RecordHead: Equatable, Sendable {
@@ -51,13 +80,15 @@ enum JournalFormat {
         var offset: Int64
     }
 
-    /// The 96 header bytes, checksum included.
+    /// The header bytes, checksum included (version 2; version 1 for a `.fileID` binding, which only tests write).
     static func encode(_ h: Header) throws(CryptoError) -> [UInt8] {
         var b = magic
-        b.append(version)
-        b.append(h.kind.rawValue)
-        b += [UInt8](repeating: 0, count: 6)
-        b += h.fileID
+        switch h.binding {
+        case .fileID(let id):
+            b += [1, h.kind.rawValue] + [UInt8](repeating: 0, count: 6) + id
+        case .headerHash(let hash):
+            b += [version, h.kind.rawValue] + [UInt8](repeating: 0, count: 6) + hash
+        }
         b += bigEndian(UInt64(h.committedSize)) + bigEndian(UInt64(h.targetSize))
         b += h.generation
         b += [UInt8](repeating: 0, count: 8)
@@ -65,16 +96,56 @@ enum JournalFormat {
         return b
     }
 
-    /// The header in `b` (at least 96 bytes) and its checksum, or nil when it is not a valid version-1 header.
+    /// The header at the start of `b` and its checksum, or nil when it is not a valid version-2 (or version-1) header.
     static func parseHeader(_ b: [UInt8]) -> (Header, checksum: [UInt8])? {
-        guard b.count >= headerSize, Array(b[0..<8]) == magic, b[8] == version, let kind = Kind(rawValue: b[9]),
-            b[10..<16].allSatisfy({ $0 == 0 }), b[56..<64].allSatisfy({ $0 == 0 })
-        else { return nil }
-        let sum = Array(b[64..<96])
-        guard let want = try? checksum(Array(b[0..<64])), want == sum else { return nil }
-        let committed = Int64(bitPattern: readBigEndian(b, 32)), target = Int64(bitPattern: readBigEndian(b, 40))
+        guard b.count >= version1HeaderSize, Array(b[0..<8]) == magic, let kind = Kind(rawValue: b[9]), b[10..<16].allSatisfy({ $0 == 0 }) else { return nil }
+        let bindingSize: Int
+        switch b[8] {
+        case 1: bindingSize = 16
+        case version: bindingSize = 32
+        default: return nil
+        }
+        let fields = 16 + bindingSize + 32, size = fields + checksumSize  // binding, sizes, generation, reserved
+        guard b.count >= size, b[(fields - 8)..<fields].allSatisfy({ $0 == 0 }) else { return nil }
+        let sum = Array(b[fields..<size])
+        guard let want = try? checksum(Array(b[0..<fields])), want == sum else { return nil }
+        let at = 16 + bindingSize
+        let committed = Int64(bitPattern: readBigEndian(b, at)), target = Int64(bitPattern: readBigEndian(b, at + 8))
         guard committed >= 0, target >= 0, kind == .truncate ? target < committed : target == 0 else { return nil }
-        return (Header(kind: kind, fileID: Array(b[16..<32]), committedSize: committed, targetSize: target, generation: Array(b[48..<56])), sum)
+        let bound = Array(b[16..<at])
+        let header = Header(
+            kind: kind, binding: bindingSize == 16 ? .fileID(bound) : .headerHash(bound), committedSize: committed, targetSize: target,
+            generation: Array(b[(at + 16)..<(at + 24)]))
+        return (header, sum)
+    }
+
+    /// Why record `r` of a journal with header `h` cannot be one a writer of a file laid out as `layout` wrote, or nil.
+    ///
+    /// A writer journals whole chunks only, each at its own offset: an undo record holds a chunk
+    /// as of the last commit (a full chunk, or the last one, ending at the committed size), a
+    /// redo record the new last chunk of a truncate (ending at the target size). Anything else
+    /// (an offset in the header, between chunks or past the end, a length that is no chunk's)
+    /// comes from a forged or buggy journal, which recovery refuses whole.
+    static func problem(with r: RecordHead, in h: Header, layout: ChunkLayout) -> String? {
+        let start = Int64(layout.headerSize), stride = Int64(layout.stride), length = Int64(r.length)
+        guard r.offset >= start else { return "a record at offset \(r.offset), inside the header" }
+        guard (r.offset - start) % stride == 0 else { return "a record at offset \(r.offset), not where a chunk starts" }
+        guard length >= Int64(layout.overhead), length <= stride else { return "a record of \(r.length) bytes, not a chunk's length" }
+        let end = r.type == .undo ? h.committedSize : h.targetSize
+        if r.type == .redo && h.kind != .truncate { return "a redo record in a rollback journal" }
+        guard r.offset + length <= end else { return "a record ending at \(r.offset + length), past the size \(end) it restores" }
+        guard length == stride || r.offset + length == end else { return "a short record at offset \(r.offset) that is not the last chunk" }
+        return nil
+    }
+
+    /// Why the sizes in `h` fit no file laid out as `layout`, or nil.
+    static func problem(with h: Header, layout: ChunkLayout) -> String? {
+        for size in h.kind == .truncate ? [h.committedSize, h.targetSize] : [h.committedSize] {
+            guard size <= layout.fileSize(forPlaintextSize: ChunkLayout.maxPlaintextSize), layout.plaintextSize(forFileSize: size) != nil else {
+                return "a size of \(size) bytes that no protected file of its layout has"
+            }
+        }
+        return nil
     }
 
     static func encodeHead(_ r: RecordHead) -> [UInt8] {

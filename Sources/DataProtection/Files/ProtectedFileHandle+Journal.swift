@@ -50,13 +50,25 @@ extension ProtectedFileHandle {
             for j in range.lowerBound..<upper where !st.journal!.journaled.contains(j) { need.append(j) }
         }
         if st.journal!.hot && need.isEmpty { return }
-        if !st.journal!.hot { try st.journal!.begin(io, kind: .rollback, committedSize: layout.fileSize(forPlaintextSize: committed)) }
+        if !st.journal!.hot {
+            try st.journal!.begin(io, kind: .rollback, committedSize: layout.fileSize(forPlaintextSize: committed), dataHeader: try diskHeader(&st))
+        }
         for j in need {
             let old = try rawChunk(&st, j, size: committed)
             try old.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try st.journal!.append(io, .undo, offset: layout.offset(ofChunk: j), b) }
             st.journal!.journaled.insert(j)
         }
         try st.journal!.flush(io)
+    }
+
+    /// The file's header bytes as on disk now, which a journal is bound to (a rewrap may have rewritten them since the open).
+    func diskHeader(_ st: inout State) throws(ProtectionError) -> [UInt8] {
+        let bytes: [UInt8]
+        do throws(SystemError) { bytes = try io.readBytes(st.fd, count: FileHeader.size, at: 0) } catch { throw ioError(error, "read") }
+        guard bytes.count == FileHeader.size else {
+            throw ProtectionError(.authenticationFailed, "unable to write '\(path)': its header is gone (truncated while open?); restore it from a backup", path: path)
+        }
+        return bytes
     }
 
     /// Chunk `j` of a file of `size` plaintext bytes, sealed, exactly as on disk.

@@ -135,7 +135,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
         let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride * (writable ? 2 : 1), alignment: 16)
         self.state = Locked(State(
             fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging,
-            journal: writable && journaled ? WriteJournal(path: journalPath(for: path), dataPath: path, fileID: header.fileID) : nil,
+            journal: writable && journaled ? WriteJournal(path: journalPath(for: path), dataPath: path) : nil,
             committedSize: committed ? plaintextSize : nil))
     }
 
@@ -623,7 +623,9 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
         sealer.seal(plain, count: newLen, intoSlot: slot, index: last, last: true)
         let sealed = UnsafeRawBufferPointer(start: slot, count: newLen + layout.overhead)
         if journaled {
-            try st.journal!.begin(io, kind: .truncate, committedSize: layout.fileSize(forPlaintextSize: st.size), targetSize: layout.fileSize(forPlaintextSize: newSize))
+            try st.journal!.begin(
+                io, kind: .truncate, committedSize: layout.fileSize(forPlaintextSize: st.size), targetSize: layout.fileSize(forPlaintextSize: newSize),
+                dataHeader: try diskHeader(&st))
             try old.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try st.journal!.append(io, .undo, offset: layout.offset(ofChunk: last), b) }
             try st.journal!.append(io, .redo, offset: layout.offset(ofChunk: last), sealed)
             try st.journal!.flush(io)

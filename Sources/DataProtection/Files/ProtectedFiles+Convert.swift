@@ -35,9 +35,7 @@ extension ProtectedFiles {
         let (fd, tmp) = try claimTemporary(
             for: path,
             create: { (tmp) throws(ProtectionError) in
-                do throws(SystemError) { return try io.open(tmp, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) } catch {
-                    throw ProtectionError.errno(error.errno, "unprotect", path)
-                }
+                do throws(OwnedFileFailure) { return try io.createOwned(tmp, flags: O_RDWR, mode: 0o600) } catch { throw error.error("unprotect", path, at: tmp) }
             },
             descriptor: { $0 }, abandon: { io.close($0) })
         var renamed = false

@@ -99,9 +99,10 @@ struct JournalRecoverer {
     func run() throws(ProtectionError) -> JournalRecovery {
         for _ in 0..<3 {
             let jfd: Int32
-            do throws(SystemError) { jfd = try io.open(journal, flags: O_RDWR, mode: 0) } catch where error.errno == ENOENT {
+            // Security: a journal is opened only if it is a regular file with one link (never through a planted link).
+            do throws(OwnedFileFailure) { jfd = try io.openOwned(journal, flags: O_RDWR, owner: .anyone) } catch .system(let e) where e.errno == ENOENT {
                 return .nothingToDo
-            } catch { throw .errno(error.errno, "open the journal of", dataPath) }
+            } catch { throw error.error("open the journal of", dataPath, at: journal) }
             defer { io.close(jfd) }
             io.unlock(jfd)
             do throws(SystemError) {
@@ -115,31 +116,56 @@ struct JournalRecoverer {
     }
 
     /// Recovery proper, with the journal open and locked.
+    ///
+    /// Security: whoever can write the directory can plant a journal, so nothing in it is trusted until checked.
+    /// The data file is opened without following links and must be a regular file with one link (no write can
+    /// land in another file through it); the journal must be ours or the data file's owner's; the journal must be
+    /// bound to the data file's whole header (its hash); and every record must be one chunk of that file's layout
+    /// within the sizes the journal restores. A journal failing the last two checks is refused whole, before any write.
     private func recover(_ jfd: Int32) throws(ProtectionError) -> JournalRecovery {
-        do throws(SystemError) {
-            let jsize = try io.size(jfd)
-            let hb = try io.readBytes(jfd, count: JournalFormat.headerSize, at: 0)
-            guard hb.count == JournalFormat.headerSize, let parsed = JournalFormat.parseHeader(hb) else {
-                // Empty or torn header: the writer fsyncs the header before touching the file, so the file is as committed.
-                try discard(jfd)
+        var dfd: Int32 = -1
+        var dataFailure: OwnedFileFailure?
+        do throws(OwnedFileFailure) { dfd = try io.openOwned(dataPath, flags: O_RDWR, owner: .anyone) } catch { dataFailure = error }
+        defer { if dfd >= 0 { io.close(dfd) } }
+        let (jsize, journalOwner, dataOwner, hb) = try system { () throws(SystemError) in
+            (try io.size(jfd), try io.status(jfd).owner, dfd >= 0 ? try io.status(dfd).owner : nil,
+             try io.readBytes(jfd, count: JournalFormat.headerSize, at: 0))
+        }
+        guard journalOwner == geteuid() || journalOwner == dataOwner else {
+            throw OwnedFileFailure.foreign("a file owned by uid \(journalOwner), neither yours (uid \(geteuid())) nor the owner's of the file it names")
+                .error("recover", dataPath, at: journal)
+        }
+        guard let (header, chain) = JournalFormat.parseHeader(hb) else {
+            // Empty or torn header: the writer fsyncs the header before touching the file, so the file is as committed.
+            try system { () throws(SystemError) in try discard(jfd) }
+            return .discarded
+        }
+        if let dataFailure {
+            if case .system(let e) = dataFailure, e.errno == ENOENT {
+                try system { () throws(SystemError) in try discard(jfd) }
                 return .discarded
             }
-            let (header, chain) = parsed
-            let dfd: Int32
-            do { dfd = try io.open(dataPath, flags: O_RDWR, mode: 0) } catch where error.errno == ENOENT {
-                try discard(jfd)
-                return .discarded
-            }
-            defer { io.close(dfd) }
-            let idb = try io.readBytes(dfd, count: 40, at: 0)
-            guard idb.count == 40, Array(idb[24..<40]) == header.fileID else {
-                // The path now holds another file (a whole-file replace since): the journal is not about it.
-                try discard(jfd)
-                return .discarded
-            }
-            let records = try validRecords(jfd, size: jsize, chain: chain)
-            let dataSize = try io.size(dfd)
-            let forward = header.kind == .truncate && dataSize == header.targetSize
+            throw dataFailure.error(
+                "recover", dataPath, at: dataPath,
+                fix: "recovery writes only into a regular file with one link, so the change held in '\(journal)' was not applied; remove that journal (`rm '\(journal)'`) and check the file (a torn chunk fails authentication; restore it from a backup)")
+        }
+        let db = try system { () throws(SystemError) in try io.readBytes(dfd, count: FileHeader.size, at: 0) }
+        guard header.binding.matches(db), let dataHeader = try? FileHeader.parse(db) else {
+            // The path now holds another file (a whole-file replace since): the journal is not about it.
+            try system { () throws(SystemError) in try discard(jfd) }
+            return .discarded
+        }
+        let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: dataHeader.chunkSize, overhead: dataHeader.cipher.overhead)
+        if let why = JournalFormat.problem(with: header, layout: layout) { throw forged(why) }
+        let records = try system { () throws(SystemError) in try validRecords(jfd, size: jsize, chain: chain, from: Int64(header.size)) }
+        for r in records { if let why = JournalFormat.problem(with: r.head, in: header, layout: layout) { throw forged(why) } }
+        let dataSize = try system { () throws(SystemError) in try io.size(dfd) }
+        let forward = header.kind == .truncate && dataSize == header.targetSize
+        // A writer's file never shrinks below its committed size but by a journaled truncate: a rollback cuts, never grows.
+        guard forward || dataSize >= header.committedSize else {
+            throw forged("a committed size of \(header.committedSize) bytes, more than the file's \(dataSize)")
+        }
+        return try system { () throws(SystemError) in
             var applied = 0
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: records.map(\.head.length).max() ?? 1, alignment: 64)
             defer { buffer.deallocate() }
@@ -153,15 +179,26 @@ struct JournalRecoverer {
             try io.fsync(dfd)
             try discard(jfd)
             return forward ? .rolledForward : .rolledBack(chunks: applied)
-        } catch {
-            throw .errno(error.errno, "recover", dataPath)
         }
     }
 
+    /// Runs `body`, attributing its system error to the data file.
+    private func system<R>(_ body: () throws(SystemError) -> R) throws(ProtectionError) -> R {
+        do throws(SystemError) { return try body() } catch { throw .errno(error.errno, "recover", dataPath) }
+    }
+
+    /// The error for a journal whose checksums hold but whose contents no writer makes.
+    private func forged(_ why: String) -> ProtectionError {
+        ProtectionError(
+            .untrustedFile,
+            "unable to recover '\(dataPath)': its journal '\(journal)' holds \(why), which no writer makes (a forged or damaged journal); nothing was written; remove the journal (`rm '\(journal)'`), and restore the file from a backup if it then fails authentication",
+            path: dataPath)
+    }
+
     /// The records from the start of the journal up to the first one that is torn or does not chain to the header.
-    private func validRecords(_ jfd: Int32, size: Int64, chain: [UInt8]) throws(SystemError) -> [Record] {
+    private func validRecords(_ jfd: Int32, size: Int64, chain: [UInt8], from start: Int64) throws(SystemError) -> [Record] {
         var out: [Record] = []
-        var at = Int64(JournalFormat.headerSize)
+        var at = start
         var payload = UnsafeMutableRawBufferPointer.allocate(byteCount: 1, alignment: 64)
         defer { payload.deallocate() }
         while at + Int64(JournalFormat.recordHeadSize + JournalFormat.checksumSize) <= size {

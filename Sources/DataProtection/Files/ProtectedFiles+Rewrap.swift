@@ -34,6 +34,15 @@ extension ProtectedFiles {
     ///   `.notProtected`, `.notFound`, `.io`.
     @discardableResult
     public func rewrap(_ path: String, to c: ProtectionClass, generation: UInt32? = nil, sync: Bool = true) throws(ProtectionError) -> RewrapOutcome {
+        // A journal is bound to the header it was written against (FORMAT.md §6.7): a dead writer's change is
+        // finished first, and the header changes only while this holds the journal's lock, so no writer's journal
+        // outlives the header it names.
+        do throws(ProtectionError) {
+            if try JournalRecoverer(io: io, dataPath: path).run() == .inUse {
+                throw ProtectionError(
+                    .coordinationFailed, "another handle is writing it; close that handle (or coordinate with a FileCoordinator) and try again", path: nil)
+            }
+        } catch { throw error.about(path, "rewrap") }
         let fd: Int32
         do throws(SystemError) { fd = try io.open(path, flags: O_RDWR, mode: 0) } catch { throw ProtectionError.errno(error.errno, "rewrap", path) }
         defer { io.close(fd) }
@@ -62,6 +71,9 @@ extension ProtectedFiles {
                 }
                 header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
             }
+            var journal = WriteJournal(path: Self.journalPath(for: path), dataPath: path)
+            try journal.lockForHeaderChange(io, dataHeader: Array(raw[0..<FileHeader.size]))
+            defer { journal.close(io) }
             do throws(SystemError) {
                 try header.encoded().span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
                 if sync { try io.fsync(fd) }

@@ -133,15 +133,17 @@ extension ProtectedFiles {
             }
             return
         }
-        do throws(SystemError) { report.add(file, try TempSweeper(io: io).sweep(file)) } catch {
-            report.failures.append(.errno(error.errno, "remove the temporary file", file))
+        do throws(OwnedFileFailure) { report.add(file, try TempSweeper(io: io).sweep(file)) } catch {
+            report.failures.append(error.error("remove the temporary file", file, at: file, fix: "it is not a temporary file of ours, so it was left alone; remove it yourself (`rm -r '\(file)'`)"))
         }
     }
 
     /// Removes the deterministic temporary file of `path` if its writer died: one failed `open` when there is none.
     func sweepTemporary(of path: String) throws(ProtectionError) {
         let tmp = Self.temporaryPath(for: path)
-        do throws(SystemError) { _ = try TempSweeper(io: io).sweep(tmp) } catch { throw .errno(error.errno, "remove the temporary file", tmp) }
+        do throws(OwnedFileFailure) { _ = try TempSweeper(io: io).sweep(tmp) } catch {
+            throw error.error("remove the temporary file", tmp, at: tmp, fix: "it is not a temporary file of ours, so it was left alone; remove it yourself (`rm -r '\(tmp)'`)")
+        }
     }
 
     /// A new name for a replace's temporary file when the deterministic one is taken: `.<name>.dp-<hex>.tmp`.
@@ -230,20 +232,30 @@ enum TempSweep: Equatable { case absent, removed, inUse }
 /// A writer holds an exclusive OFD lock on its temporary file from just after
 /// creating it until after the rename; the kernel drops the lock when the
 /// writer dies. A file whose lock can be taken therefore has no live writer.
+///
+/// Security: only a regular file with one link is ever removed (`openOwned`): a
+/// symbolic link, a hard link to someone's file, a FIFO or a directory planted at
+/// a temporary name is left alone and reported, never followed or unlinked.
+/// Its owner may be anyone: a dead writer's file is its writer's, and whoever may
+/// unlink names in the directory may remove it anyway.
 struct TempSweeper {
     let io: any FileIO
 
-    func sweep(_ tmp: String) throws(SystemError) -> TempSweep {
+    func sweep(_ tmp: String) throws(OwnedFileFailure) -> TempSweep {
         for _ in 0..<3 {
             let fd: Int32
-            do { fd = try io.open(tmp, flags: O_RDWR | O_NOFOLLOW | O_NONBLOCK, mode: 0) } catch where error.errno == ENOENT { return .absent }
+            do throws(OwnedFileFailure) { fd = try io.openOwned(tmp, flags: O_RDWR, owner: .anyone) } catch .system(let e) where e.errno == ENOENT {
+                return .absent
+            }
             defer { io.close(fd) }
-            guard try io.tryLockExclusive(fd) else { return .inUse }
-            // Between our open and our lock its writer may have renamed it into place
-            // and another writer made a new file under the name: that one is not ours to judge.
-            guard try io.names(tmp, fd) else { continue }
-            // Holding the lock of the file the name names, nobody else can change the name.
-            do { try io.unlink(tmp) } catch where error.errno == ENOENT {}
+            do throws(SystemError) {
+                guard try io.tryLockExclusive(fd) else { return .inUse }
+                // Between our open and our lock its writer may have renamed it into place
+                // and another writer made a new file under the name: that one is not ours to judge.
+                guard try io.names(tmp, fd) else { continue }
+                // Holding the lock of the file the name names, nobody else can change the name.
+                do { try io.unlink(tmp) } catch where error.errno == ENOENT {}
+            } catch { throw .system(error) }
             return .removed
         }
         return .inUse
@@ -254,7 +266,7 @@ extension FileIO {
     /// Whether `path` names the file open as `fd` (same device and inode).
     func names(_ path: String, _ fd: Int32) throws(SystemError) -> Bool {
         let other: Int32
-        do { other = try open(path, flags: O_RDONLY | O_NOFOLLOW, mode: 0) } catch where error.errno == ENOENT || error.errno == ELOOP { return false }
+        do { other = try open(path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, mode: 0) } catch where error.errno == ENOENT || error.errno == ELOOP { return false }
         defer { close(other) }
         return try identity(other) == identity(fd)
     }

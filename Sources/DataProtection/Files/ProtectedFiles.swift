@@ -293,9 +293,7 @@ public final class ProtectedFiles: Sendable {
                 fileID: try crypto { () throws(CryptoError) in try SecureRandom.bytes(16) },
                 wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
             let fd: Int32
-            do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) } catch {
-                throw ProtectionError.errno(error.errno, "create", path)
-            }
+            do throws(OwnedFileFailure) { fd = try io.createOwned(path, flags: O_RDWR, mode: 0o600) } catch { throw error.error("create", path, at: path) }
             let h: ProtectedFileHandle
             do throws(ProtectionError) {
                 // The per-file key is made, wrapped and handed to a registered handle inside one admission.

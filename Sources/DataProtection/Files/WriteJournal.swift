@@ -17,7 +17,6 @@ struct WriteJournal {
     let path: String
     /// The protected file it protects (for messages).
     let dataPath: String
-    let fileID: [UInt8]
     /// The open journal, or -1.
     private var fd: Int32 = -1
     /// Whether the journal holds a valid header: recovery would act on it.
@@ -33,29 +32,32 @@ struct WriteJournal {
     /// Chunks journaled since the last commit.
     var journaled: Set<Int64> = []
 
-    init(path: String, dataPath: String, fileID: [UInt8]) {
+    init(path: String, dataPath: String) {
         self.path = path
         self.dataPath = dataPath
-        self.fileID = fileID
     }
 
     /// Starts a journal: takes the lock, writes a fresh header. The caller appends records, then calls `flush`.
     ///
+    /// - Parameter dataHeader: the data file's 176 header bytes as on disk now (a rewrap may have
+    ///   changed them since the handle opened): the journal is bound to their hash.
     /// - Throws: `.coordinationFailed` when another live handle holds the journal, or left one
-    ///   this handle must not overwrite; `.io` for file-system failures.
-    mutating func begin(_ io: any FileIO, kind: JournalFormat.Kind, committedSize: Int64, targetSize: Int64 = 0) throws(ProtectionError) {
+    ///   this handle must not overwrite; `.untrustedFile` when something not ours is at its name;
+    ///   `.io` for file-system failures.
+    mutating func begin(_ io: any FileIO, kind: JournalFormat.Kind, committedSize: Int64, targetSize: Int64 = 0, dataHeader: [UInt8]) throws(ProtectionError) {
         precondition(!hot)
-        try acquire(io)
+        try acquire(io, dataHeader: dataHeader)
         do throws(ProtectionError) {
             let generation = try crypto { () throws(CryptoError) in try SecureRandom.bytes(8) }
             let header = try crypto { () throws(CryptoError) in
-                try JournalFormat.encode(.init(kind: kind, fileID: fileID, committedSize: committedSize, targetSize: targetSize, generation: generation))
+                try JournalFormat.encode(.init(
+                    kind: kind, binding: try .of(dataHeader), committedSize: committedSize, targetSize: targetSize, generation: generation))
             }
             do throws(SystemError) {
                 try io.ftruncate(fd, to: 0)  // any stale tail goes: nothing of it chains to the new header anyway
                 try header.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
             } catch { throw ioError(error) }
-            chain = Array(header[64..<96])
+            chain = Array(header[(JournalFormat.headerSize - JournalFormat.checksumSize)...])
             end = Int64(JournalFormat.headerSize)
             hot = true
             unsynced = true
@@ -105,7 +107,7 @@ struct WriteJournal {
     /// Closes the journal: a cold one is removed, a hot one stays for recovery (the kernel drops the lock).
     mutating func close(_ io: any FileIO) {
         guard fd >= 0 else { return }
-        if !hot, (try? io.tryLockExclusive(fd)) == true, (try? sameFile(io)) == true, (try? io.size(fd)) == 0 {
+        if !hot, (try? io.tryLockExclusive(fd)) == true, (try? io.names(path, fd)) == true, (try? io.size(fd)) == 0 {
             try? io.unlink(path)  // an empty journal that outlives a power failure is removed by the next open
         }
         io.close(fd)
@@ -122,14 +124,34 @@ struct WriteJournal {
 
     // MARK: - Internals
 
+    /// Takes the journal's lock for a change of the data file's header (a rewrap) that no writer may interleave with.
+    ///
+    /// A writer binds its journal to the header as on disk when it starts a change; holding the
+    /// lock while the header changes means no journal is ever bound to a header that is gone.
+    /// `close` releases it (and removes the empty journal).
+    mutating func lockForHeaderChange(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
+        try acquire(io, dataHeader: dataHeader, durableName: false)
+    }
+
     /// Opens the journal (once per handle) and takes its lock.
     ///
-    /// The descriptor stays open between commits; each `begin` re-checks that it
-    /// still names the file at `path` (another handle may have removed it on close).
-    private mutating func acquire(_ io: any FileIO) throws(ProtectionError) {
+    /// The journal is created with `O_EXCL`, or opened only if it is a regular file of ours with one link
+    /// (`openOwned`): a link planted at its name is never followed, so the truncate that starts a journal
+    /// never reaches another file. The descriptor stays open between commits; each `begin` re-checks that
+    /// it still names the file at `path` (another handle may have removed it on close).
+    /// - Parameter durableName: fsync the directory once per descriptor, so the journal's name outlives a power failure.
+    private mutating func acquire(_ io: any FileIO, dataHeader: [UInt8], durableName: Bool = true) throws(ProtectionError) {
         for _ in 0..<3 {
             if fd < 0 {
-                do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_CREAT, mode: 0o600) } catch { throw ioError(error) }
+                do throws(OwnedFileFailure) {
+                    do throws(OwnedFileFailure) { fd = try io.createOwned(path, flags: O_RDWR, mode: 0o600) } catch .system(let e) where e.errno == EEXIST {
+                        fd = try io.openOwned(path, flags: O_RDWR)
+                    }
+                } catch .system(let e) where e.errno == ENOENT {
+                    continue  // removed between the two opens: create it again
+                } catch {
+                    throw error.error("journal a change to", dataPath, at: path)
+                }
                 io.unlock(fd)  // a confined open marks writable descriptors with a shared lock; the journal uses its own
                 named = false
             }
@@ -137,18 +159,18 @@ struct WriteJournal {
             do throws(SystemError) { locked = try io.tryLockExclusive(fd) } catch { throw ioError(error) }
             guard locked else { throw busy("another handle is writing it") }
             let same: Bool
-            do throws(SystemError) { same = try sameFile(io) } catch where error.errno == ENOENT { same = false } catch { throw ioError(error) }
+            do throws(SystemError) { same = try io.names(path, fd) } catch { throw ioError(error) }
             if !same {
                 io.close(fd)
                 fd = -1
                 continue
             }
             do throws(SystemError) {
-                if try io.size(fd) > 0, try belongsToThisFile(io) {
+                if try io.size(fd) > 0, try belongsToThisFile(io, dataHeader) {
                     io.unlock(fd)
                     throw SystemError(EBUSY)
                 }
-                if !named {
+                if durableName && !named {
                     try io.syncDirectory(of: path)
                     named = true
                 }
@@ -164,16 +186,10 @@ struct WriteJournal {
     }
 
     /// Whether the (locked) journal holds a valid header for this file: another writer's unfinished change.
-    private func belongsToThisFile(_ io: any FileIO) throws(SystemError) -> Bool {
+    private func belongsToThisFile(_ io: any FileIO, _ dataHeader: [UInt8]) throws(SystemError) -> Bool {
         let b = try io.readBytes(fd, count: JournalFormat.headerSize, at: 0)
-        guard b.count == JournalFormat.headerSize, let parsed = JournalFormat.parseHeader(b) else { return false }
-        return parsed.0.fileID == fileID
-    }
-
-    private func sameFile(_ io: any FileIO) throws(SystemError) -> Bool {
-        let other = try io.open(path, flags: O_RDONLY, mode: 0)
-        defer { io.close(other) }
-        return try io.identity(other) == io.identity(fd)
+        guard let parsed = JournalFormat.parseHeader(b) else { return false }
+        return parsed.0.binding.matches(dataHeader)
     }
 
     private func ioError(_ e: SystemError) -> ProtectionError { .errno(e.errno, "journal a change to", dataPath) }

@@ -41,6 +41,8 @@ public protocol FileIO: Sendable {
     func unlock(_ fd: Int32)
     /// `fstat(2)`'s device and inode numbers: which file `fd` is. Default in FileIO+Locks.swift.
     func identity(_ fd: Int32) throws(SystemError) -> (device: UInt64, inode: UInt64)
+    /// `fstat(2)`'s type, link count and owner: what the owned-file open checks. Default in FileIO+OwnedFile.swift.
+    func status(_ fd: Int32) throws(SystemError) -> FileStatus
 }
 
 /// An errno from a system call.
