@@ -18,6 +18,14 @@ enum DurableFile {
     /// removes only temporaries whose writer died; a crash leaves one behind.
     /// - Throws: `.io` naming the file; the temporary file is removed and `path` is untouched.
     static func write(_ bytes: UnsafeRawBufferPointer, to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) {
+        io.close(try writeHoldingLock(bytes, to: path, mode: mode, io: io))
+    }
+
+    /// `write`, returning a descriptor of the new file that still holds its exclusive OFD lock; close it to release the lock.
+    ///
+    /// The lock is taken before the file has a name anyone else looks at, so another process that
+    /// finds `path` and gets its lock knows that the writer is gone (see `DeviceSecretRotation`).
+    static func writeHoldingLock(_ bytes: UnsafeRawBufferPointer, to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) -> Int32 {
         var attempt = 0
         while true {
             let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
@@ -25,9 +33,9 @@ enum DurableFile {
             var fd: Int32 = -1
             do throws(SystemError) {
                 fd = try io.open(tmp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode)
-                defer { if fd >= 0 { io.close(fd) } }
                 // A sweeper that took the lock first removed the file: start again under a new name.
                 guard try lockOwned(fd, at: tmp, wait: true) else {
+                    io.close(fd)
                     attempt += 1
                     if attempt < 3 { continue }
                     throw SystemError(EAGAIN)
@@ -35,11 +43,10 @@ enum DurableFile {
                 try io.writeFully(fd, from: bytes, at: 0)
                 try io.fsync(fd)
                 try io.rename(tmp, to: path)  // still locked, so no sweeper removes it first
-                io.close(fd)
-                fd = -1
                 try io.syncDirectory(of: path)
-                return
+                return fd
             } catch {
+                if fd >= 0 { io.close(fd) }
                 try? io.unlink(tmp)
                 throw ProtectionError.errno(error.errno, "write", path)
             }
@@ -69,7 +76,7 @@ enum DurableFile {
 
     /// Takes the exclusive OFD lock of `fd` (waiting, or not) and checks that `path` still names it.
     /// - Returns: false when another holds the lock (no wait) or `path` now names another file or none.
-    private static func lockOwned(_ fd: Int32, at path: String, wait: Bool) throws(SystemError) -> Bool {
+    static func lockOwned(_ fd: Int32, at path: String, wait: Bool) throws(SystemError) -> Bool {
         while dp_fcntl_lock(fd, wait ? dp_F_OFD_SETLKW : dp_F_OFD_SETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 0, nil) != 0 {
             if errno == EINTR { continue }
             if errno == EAGAIN || errno == EACCES { return false }
@@ -110,28 +117,29 @@ enum DurableFile {
     /// secret is what the crypto-shred relies on.
     static func shred(_ path: String, io: any FileIO) throws(ProtectionError) {
         do throws(SystemError) {
-            let fd: Int32
-            do throws(SystemError) { fd = try io.open(path, flags: O_WRONLY, mode: 0) } catch {
-                if error.errno == ENOENT { return }
-                throw error
-            }
-            do throws(SystemError) {
-                let size = Int(try io.size(fd))
-                if size > 0 {
-                    let noise = (try? SecureRandom.bytes(size)) ?? [UInt8](repeating: 0, count: size)
-                    try noise.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
-                    try io.fsync(fd)
-                }
-                io.close(fd)
-            } catch {
-                io.close(fd)
-                throw error
-            }
+            guard try overwrite(path, io: io) else { return }
             try io.unlink(path)
             try io.syncDirectory(of: path)
         } catch {
             throw ProtectionError.errno(error.errno, "destroy", path)
         }
+    }
+
+    /// Overwrites `path` in place with random bytes of its size and fsyncs it; false when there is no such file.
+    static func overwrite(_ path: String, io: any FileIO) throws(SystemError) -> Bool {
+        let fd: Int32
+        do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_NOFOLLOW, mode: 0) } catch {  // RDWR: a FileIO seam may read the old bytes
+            if error.errno == ENOENT { return false }
+            throw error
+        }
+        defer { io.close(fd) }
+        let size = Int(try io.size(fd))
+        if size > 0 {
+            let noise = (try? SecureRandom.bytes(size)) ?? [UInt8](repeating: 0, count: size)
+            try noise.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
+            try io.fsync(fd)
+        }
+        return true
     }
 }
 
