@@ -26,6 +26,7 @@ struct DeviceSecretRotation: ~Copyable {
     private let location: DomainLocation
     private let id: DomainID
     private let io: any FileIO
+    private var finished = false
 
     /// Where the next device secret of `id` waits during a rotation.
     static func nextPath(_ location: DomainLocation, _ id: DomainID) -> String { location.deviceDirectory + "/\(id).next.secret" }
@@ -49,11 +50,16 @@ struct DeviceSecretRotation: ~Copyable {
         self.io = io
     }
 
-    deinit { io.close(fd) }  // releases the lock: a rotation abandoned before `finish` is settled by the next open
+    /// Releases the lock; a rotation abandoned before `finish` (an error on the way) is settled first, as `open` would.
+    deinit {
+        if !finished { Self.resolve(id, location, io: io) }
+        io.close(fd)
+    }
 
     /// Step 3, once the keybag sealed under `secret` is durable: shreds the old secret and makes the new one current.
     consuming func finish() throws(ProtectionError) {
         try Self.promote(id, location, io: io)
+        finished = true
     }
 
     /// Overwrites the current secret in place (the rename alone would leave its bytes in a freed block), then renames the next one over it.
@@ -74,13 +80,17 @@ struct DeviceSecretRotation: ~Copyable {
     static func settle(for id: DomainID, at location: DomainLocation, io: any FileIO) {
         let next = nextPath(location, id)
         DurableFile.sweep(location.deviceDirectory, name: lastComponent(of: next), io: io)
+        let fd: Int32
+        do throws(SystemError) { fd = try io.open(next, flags: O_WRONLY | O_NOFOLLOW | O_NONBLOCK, mode: 0) } catch { return }
+        defer { io.close(fd) }
+        do throws(SystemError) { guard try DurableFile.lockOwned(fd, at: next, wait: false) else { return } } catch { return }
+        resolve(id, location, io: io)
+    }
+
+    /// Finishes or discards the rotation at the next path, whose lock the caller holds, by the keybag on disk now.
+    private static func resolve(_ id: DomainID, _ location: DomainLocation, io: any FileIO) {
+        let next = nextPath(location, id)
         do throws(ProtectionError) {
-            let fd: Int32
-            do throws(SystemError) {
-                fd = try io.open(next, flags: O_WRONLY | O_NOFOLLOW | O_NONBLOCK, mode: 0)
-            } catch { return }
-            defer { io.close(fd) }
-            do throws(SystemError) { guard try DurableFile.lockOwned(fd, at: next, wait: false) else { return } } catch { return }
             let (_, body, mac) = try Keybag.parseFile(location, io: io)
             func seals(_ path: String) -> Bool {
                 do throws(ProtectionError) { return try Keybag.isAuthentic(body, mac, try DeviceSecret.load(location, id, path: path, io: io)) } catch { return false }

@@ -28,7 +28,7 @@ struct RecoveryAuthentication: Equatable, Sendable {
 
 /// The keybag file, format v2 (v1 still read): pure encoding and parsing, no keys and no I/O.
 ///
-/// Layout of v2 (integers big-endian; FORMAT.md §8 is normative):
+/// Layout of v2 (integers big-endian; FORMAT.md §12 is normative):
 /// ```
 ///   0  magic "\x89DPK\r\n\x1a\n" (8)   8 version = 2 (1)   9 flags (1): bit 0 = recovery entries authenticated   10 entry count (u16)
 ///  12  domain identifier (16)
