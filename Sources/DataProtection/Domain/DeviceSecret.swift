@@ -35,23 +35,18 @@ struct DeviceSecret: ~Copyable {
     /// - Throws: `.corruptKeybag` naming the keybag when neither is the one that sealed it (a copy from before
     ///   a passphrase change or a recovery, or from another machine); else as `load(for:at:io:)`.
     static func load(for contents: KeybagContents, at location: DomainLocation, io: any FileIO) throws(ProtectionError) -> DeviceSecret {
-        let id = contents.domainID
-        let current: DeviceSecret
-        do throws(ProtectionError) { current = try load(for: id, at: location, io: io) } catch {
-            guard contents.version != 1, error.code == .notFound || error.code == .corruptKeybag else { throw error }
-            do throws(ProtectionError) {
-                let next = try load(location, id, path: DeviceSecretRotation.nextPath(location, id), io: io)
-                if try next.identifier() == contents.deviceSecretID { return next }
-            } catch {}
-            throw error
-        }
+        let id = contents.domainID, current = location.deviceSecretPath(id)
         // A v1 keybag names no device secret: its MAC decides.
-        if contents.version == 1 { return current }
-        if try current.identifier() == contents.deviceSecretID { return current }
-        do throws(ProtectionError) {
-            let next = try load(location, id, path: DeviceSecretRotation.nextPath(location, id), io: io)
-            if try next.identifier() == contents.deviceSecretID { return next }
-        } catch {}
+        if contents.version == 1 { return try load(location, id, path: current, io: io) }
+        // The current secret; else the next one of an unfinished rotation; else the current one again (a rotation finished meanwhile).
+        var first: ProtectionError?
+        for (i, path) in [current, DeviceSecretRotation.nextPath(location, id), current].enumerated() {
+            do throws(ProtectionError) {
+                let secret = try load(location, id, path: path, io: io)
+                if try secret.identifier() == contents.deviceSecretID { return secret }
+            } catch { if i == 0 { first = error } }
+        }
+        if let first { throw first }
         throw ProtectionError(.corruptKeybag, "the keybag '\(location.keybagPath)' was sealed under a device secret this machine no longer has: it is a copy from before a passphrase change or a recovery (which make old copies useless on purpose), or from another machine; use the current keybag, or run `dpctl recover` with the recovery key", path: location.keybagPath)
     }
 

@@ -188,7 +188,7 @@ public final class ProtectionDomain: Sendable {
         let oldKEK = try bag.passphraseKEK(old, device)
         var keys = try bag.unwrapPassphraseClasses(oldKEK)
         for g in bag.generations[.none] ?? [] { if let k = try bag.unwrapNone(g, device) { keys.append(k) } }
-        let rotation = try DeviceSecretRotation.begin(for: id, at: location, io: io)
+        let rotation = try DeviceSecretRotation.begin(for: id, replacing: try device.identifier(), at: location, io: io)
         bag.contents.salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
         if let kdf { bag.contents.kdf = kdf }
         let kek = try bag.passphraseKEK(new, rotation.secret)
@@ -228,7 +228,7 @@ public final class ProtectionDomain: Sendable {
             }
             logger?.warning("recovered domain \(old.domainID) from a keybag whose recovery entries are not authenticated (format 1): every class gets a fresh current generation")
         }
-        let rotation = try DeviceSecretRotation.begin(for: old.domainID, at: location, io: io)
+        let rotation = try DeviceSecretRotation.begin(for: old.domainID, replacing: nil, at: location, io: io)
         let salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
         var bag = Keybag(contents: KeybagContents(domainID: old.domainID, kdf: kdf ?? old.kdf, salt: salt, recoveryPublicKey: old.recoveryPublicKey, entries: []))
         let kek = try bag.passphraseKEK(newPassphrase, rotation.secret)
