@@ -58,6 +58,23 @@ final class KeybagUpgradeTests: DomainTestCase {
         }
     }
 
+    /// A class-key rotation is a keybag write too: it upgrades, and the v1 domain keeps its passphrase and files.
+    func testARotationUpgradesToTheCurrentFormat() throws {
+        let d = try ProtectionDomain.open(at: location, keyStore: store)
+        try d.unlock(passphrase: try secret(passphrase))
+        _ = try d.rotate(.completeUnlessOpen, paths: [files], passphrase: try secret(passphrase))
+        let (contents, _, _) = try KeybagContents.parse(try readBytes(location.keybagPath))
+        XCTAssertEqual(contents.version, KeybagContents.version)
+        XCTAssertEqual(contents.entries.filter { $0.protectionClass == .completeUnlessOpen }.map(\.generation), [2])
+        XCTAssertNotNil(contents.current(.completeUnlessOpen)?.wrappedPublicKey)
+        let reopened = try ProtectionDomain.open(at: location, keyStore: store)
+        try reopened.lock(evictAll: true)
+        try reopened.files.write([2], to: files + "/b-after", protection: .completeUnlessOpen)
+        try reopened.unlock(passphrase: try secret(passphrase))
+        try assertFilesRead(reopened)
+        XCTAssertEqual(try reopened.files.read(files + "/b-after"), [2])
+    }
+
     /// Recovery from a v1 keybag (unauthenticated recovery entries) gives every class a fresh current generation:
     /// a key planted in the v1 copy opens old files at most, never new ones.
     func testRecoveryFromV1MintsFreshGenerationsSoAPlantedKeyIsNeverUsed() throws {
