@@ -183,12 +183,15 @@ public final class ProtectionDomain: Sendable {
     ///   - kdf: new Argon2id parameters; nil keeps the stored ones. A fresh salt is always drawn.
     /// - Throws: `.wrongPassphrase` for `old` (the keybag is untouched).
     public func changePassphrase(old: borrowing SecretBytes, new: borrowing SecretBytes, kdf: Argon2Parameters? = nil) throws(ProtectionError) {
+        let read = try cache.bag()
+        let device = try DeviceSecret.load(for: read.contents, at: location, io: io)
+        let oldKEK = try read.passphraseKEK(old, device)
+        _ = try read.unwrapPassphraseClasses(oldKEK)  // a wrong passphrase fails here, before anything is written
+        let rotation = try DeviceSecretRotation.begin(for: id, replacing: try device.identifier(), at: location, io: io)
+        // Read again under the keybag write lock: a rotation may have added a generation meanwhile, which must not be lost.
         var bag = try cache.bag()
-        let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
-        let oldKEK = try bag.passphraseKEK(old, device)
         var keys = try bag.unwrapPassphraseClasses(oldKEK)
         for g in bag.generations[.none] ?? [] { if let k = try bag.unwrapNone(g, device) { keys.append(k) } }
-        let rotation = try DeviceSecretRotation.begin(for: id, replacing: try device.identifier(), at: location, io: io)
         bag.contents.salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
         if let kdf { bag.contents.kdf = kdf }
         let kek = try bag.passphraseKEK(new, rotation.secret)
