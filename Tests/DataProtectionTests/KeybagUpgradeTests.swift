@@ -28,6 +28,17 @@ final class KeybagUpgradeTests: DomainTestCase {
         }
     }
 
+    /// The v1 layout is parsed field by field and re-encodes to exactly the same bytes (what its MAC covers).
+    func testTheV1LayoutParsesAndReEncodesExactly() throws {
+        let bytes = try readBytes(location.keybagPath)
+        let (contents, body, _) = try KeybagContents.parse(bytes)
+        XCTAssertEqual(contents.version, 1)
+        XCTAssertEqual(bytes.count, KeybagContents.v1HeaderSize + 4 * KeybagContents.v1EntrySize + 64)
+        XCTAssertEqual(contents.body(), Array(body))
+        XCTAssertNil(contents.recoveryAuthentication)
+        XCTAssertNotNil(contents.current(.completeUnlessOpen)?.publicKey, "v1 kept class B's public key in the clear")
+    }
+
     func testAV1KeybagOpensUnlocksAndStaysV1UntilTheNextWrite() throws {
         let before = try readBytes(location.keybagPath)
         XCTAssertEqual(before[8], 1)
