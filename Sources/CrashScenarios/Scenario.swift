@@ -68,6 +68,8 @@ public struct Scenario: Sendable {
     public var location: DomainLocation { DomainLocation(home: root + "/home", deviceDirectory: root + "/devices") }
     public var data: String { root + "/data" }
     var file: String { data + "/f" }
+    /// A copy of the keybag before the passphrase change (outside the home).
+    var keybagBefore: String { root + "/keybag-before" }
     static let chunkSize = 4096
     static let oldPassphrase = "old passphrase", newPassphrase = "new passphrase"
     static var options: ProtectedFileOptions { ProtectedFileOptions(chunkSize: chunkSize) }
@@ -84,6 +86,8 @@ public struct Scenario: Sendable {
         switch op {
         case .atomicWrite, .inPlaceWrites, .append, .truncate, .passphraseChange:
             try d.files.write(Self.states(op)[0], to: file, protection: .complete)
+            // What a backup holds: after the change this copy must not open with the old passphrase.
+            if op == .passphraseChange { try writePlain(try readPlain(location.keybagPath), keybagBefore) }
         case .protectTree, .unprotectTree, .rotate:
             for dir in [data + "/t", data + "/t/sub"] where mkdir(dir, 0o700) != 0 { throw ScenarioError(dir, errno) }
             for (path, bytes) in treeFiles() {
@@ -164,6 +168,7 @@ public struct Scenario: Sendable {
             if !oldWorks && !newWorks { v.torn.append("the keybag unlocks with neither the old nor the new passphrase") }
             if acked >= 1 && !newWorks { v.lostAcked.append("the passphrase change returned, but the new passphrase does not unlock") }
             if oldWorks || newWorks { checkWhole(d, Self.states(op), acked: 0, &v) }
+            if newWorks && oldCopyUnlocks() { v.torn.append("the new passphrase unlocks, but the keybag copy from before still unlocks with the old one (the old device secret survived)") }
         case .rotate:
             guard unlocks(d, Self.oldPassphrase) else { v.torn.append("the keybag does not unlock"); return v }
             verifyRotation(d, acked: acked, &v)
@@ -242,6 +247,13 @@ public struct Scenario: Sendable {
     }
 
     // MARK: Checks
+
+    /// Whether the keybag copy from before the passphrase change, put back on this machine, unlocks with the old passphrase.
+    private func oldCopyUnlocks() -> Bool {
+        let old = DomainLocation(home: root + "/home-before", deviceDirectory: location.deviceDirectory)
+        guard mkdir(old.home, 0o700) == 0 || errno == EEXIST, (try? writePlain(try readPlain(keybagBefore), old.keybagPath)) != nil else { return true }
+        do { return unlocks(try ProtectionDomain.open(at: old, keyStore: .inProcess, fileOptions: Self.options), Self.oldPassphrase) } catch { return false }
+    }
 
     private func unlocks(_ d: ProtectionDomain, _ passphrase: String) -> Bool {
         do { try d.unlock(passphrase: try SecretBytes(utf8: passphrase)); return true } catch { return false }

@@ -29,6 +29,29 @@ class DomainTestCase: XCTestCase {
         return (d, text)
     }
 
+    /// Writes `contents` as the keybag the way someone without the device secret can: a zero MAC and a valid checksum.
+    @discardableResult
+    func writeForgedKeybag(_ contents: KeybagContents) throws -> [UInt8] {
+        var bytes = contents.body() + [UInt8](repeating: 0, count: KeybagContents.macSize)
+        bytes += try KeybagContents.checksum(bytes[...])
+        try writeBytes(bytes, location.keybagPath)
+        return bytes
+    }
+
+    /// Asserts that `body` fails with `.corruptKeybag` naming the keybag, its message containing `words`.
+    func assertKeybagRefused(_ words: String, _ failure: String, file: StaticString = #filePath, line: UInt = #line, _ body: () throws -> Void) {
+        do {
+            try body()
+            XCTFail(failure, file: file, line: line)
+        } catch let e as ProtectionError {
+            XCTAssertEqual(e.code, .corruptKeybag, e.message, file: file, line: line)
+            XCTAssertEqual(e.path, location.keybagPath, file: file, line: line)
+            XCTAssertTrue(e.message.contains(words), e.message, file: file, line: line)
+        } catch {
+            XCTFail("\(error)", file: file, line: line)
+        }
+    }
+
     /// Every regular file below `dir`, with its bytes.
     func filesBelow(_ dir: String) throws -> [(String, [UInt8])] {
         var out: [(String, [UInt8])] = []

@@ -83,19 +83,17 @@ final class DomainTests: DomainTestCase {
         XCTAssertEqual(try r.files.read("\(root)/none"), Array("none".utf8))
     }
 
-    /// On the recovery path only the seals authenticate, so a swapped class-B public key must be caught.
-    func testRecoveryRejectsASubstitutedClassBPublicKey() throws {
+    /// On the recovery path class B's public key is recomputed from its private key: a swapped wrapped public key is never used.
+    func testRecoveryRecomputesTheClassBPublicKey() throws {
         let (_, recovery) = try makeDomain()
-        var bytes = try readBytes(location.keybagPath)
-        var (contents, _, _) = try KeybagContents.parse(bytes)
+        var (contents, _, _) = try KeybagContents.parse(try readBytes(location.keybagPath))
         let i = try XCTUnwrap(contents.entries.firstIndex { $0.protectionClass == .completeUnlessOpen })
-        contents.entries[i].publicKey = try X25519KeyPair.generate().publicKey.bytes
-        bytes = contents.body() + [UInt8](repeating: 0, count: 32)  // the MAC cannot be forged without the device secret
-        bytes += try KeybagContents.checksum(bytes[...])
-        try writeBytes(bytes, location.keybagPath)
-        assertProtectionError([.corruptKeybag]) {
-            _ = try ProtectionDomain.recover(at: self.location, recoveryKey: try RecoveryKey(text: try self.secret(recovery)), newPassphrase: try self.secret("n"), keyStore: self.store)
-        }
+        contents.entries[i].wrappedPublicKey = try SecureRandom.bytes(KeybagContents.wrappedSize)
+        try writeForgedKeybag(contents)  // the MAC cannot be forged without the device secret
+        let r = try ProtectionDomain.recover(at: location, recoveryKey: try RecoveryKey(text: try secret(recovery)), newPassphrase: try secret("n"), keyStore: store)
+        try r.files.write([6], to: root + "/b", protection: .completeUnlessOpen)  // locked: sealed to the stored public key
+        try r.unlock(passphrase: try secret("n"))
+        XCTAssertEqual(try r.files.read(root + "/b"), [6])
     }
 
     func testWipeMakesEveryFileUnreadableAtOnce() throws {

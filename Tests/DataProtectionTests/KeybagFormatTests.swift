@@ -14,8 +14,11 @@ final class KeybagFormatTests: DomainTestCase {
         XCTAssertEqual(contents.entries.count, 4)
         XCTAssertEqual(bytes.count, KeybagContents.headerSize + 4 * KeybagContents.entrySize + 64)
         XCTAssertEqual(contents.kdf, .minimumForTests)
-        XCTAssertNotNil(contents.current(.completeUnlessOpen)?.publicKey)
-        XCTAssertNil(contents.current(.complete)?.publicKey)
+        XCTAssertEqual(contents.version, 2)
+        XCTAssertNotNil(contents.recoveryAuthentication)
+        XCTAssertNotNil(contents.current(.completeUnlessOpen)?.wrappedPublicKey)
+        XCTAssertNil(contents.current(.completeUnlessOpen)?.publicKey, "class B's public key must not be in the clear")
+        XCTAssertNil(contents.current(.complete)?.wrappedPublicKey)
     }
 
     /// Every truncation, every extension and every single-bit flip is reported as a corrupt keybag, never half-read.

@@ -5,6 +5,33 @@ import XCTest
 
 /// Class-key rotation: headers rewrapped, contents untouched, resumable after an interruption.
 final class RotationTests: DomainTestCase {
+    /// A passphrase change in another domain object while the files are rewrapped replaces the device secret; the rotation
+    /// must then refuse to seal the keybag under the shredded one (which would leave a keybag nothing unlocks) and resume later.
+    func testAPassphraseChangeDuringARotationNeverLeavesAKeybagSealedUnderADeadDeviceSecret() throws {
+        let (d, _) = try makeDomain()
+        try d.unlock(passphrase: try secret("correct horse"))
+        try FileManager.default.createDirectory(atPath: root + "/files", withIntermediateDirectories: true)
+        for i in 0..<3 { try d.files.write([UInt8(i)], to: "\(root)/files/\(i)", protection: .complete) }
+        let other = try ProtectionDomain.open(at: location, keyStore: store)
+        var changed = false
+        assertProtectionError([.wrongPassphrase]) {
+            _ = try d.rotate(.complete, paths: [self.root + "/files"], passphrase: try self.secret("correct horse")) { _ in
+                if !changed {
+                    changed = true
+                    do { try other.changePassphrase(old: try self.secret("correct horse"), new: try self.secret("battery staple")) } catch { XCTFail("passwd: \(error)") }
+                }
+                return true
+            }
+        }
+        XCTAssertTrue(changed)
+        let reopened = try ProtectionDomain.open(at: location, keyStore: store)
+        try reopened.unlock(passphrase: try secret("battery staple"))
+        let r = try reopened.rotate(.complete, paths: [], passphrase: try secret("battery staple"))
+        XCTAssertTrue(r.resumed)
+        XCTAssertEqual(try reopened.status().classes[0].generations, [2])
+        for i in 0..<3 { XCTAssertEqual(try reopened.files.read("\(root)/files/\(i)"), [UInt8(i)]) }
+    }
+
     func testRotationRewrapsEveryFileAndRetiresTheOldGeneration() throws {
         let (d, _) = try makeDomain()
         try d.unlock(passphrase: try secret("correct horse"))

@@ -85,7 +85,8 @@ final class HostileEnvironmentTests: DpctlTestCase {
         for (args, path) in [(["put", "--class", "complete", mnt + "/a"], mnt + "/a"), (["put", "--class", "none", mnt + "/new"], mnt + "/new")] {
             try expectIOError(args + ["--from", changed], naming: path, "read-only")  // --from, not stdin: dpctl may stop before reading it
         }
-        try expectIOError(["passwd", "--passphrase-file", passphraseFile, "--new-passphrase-fd", "0"], input: Data("new passphrase\n".utf8), naming: home + "/keybag", "read-only")
+        // passwd first locks the device secret it replaces (opened for writing), then writes the new one before the keybag.
+        try expectIOError(["passwd", "--passphrase-file", passphraseFile, "--new-passphrase-fd", "0"], input: Data("new passphrase\n".utf8), naming: try deviceSecret(next: false), "read-only")
         expectError(.io(EROFS), naming: mnt + "/lib", "read-only") { try files.write(Array("changed".utf8), to: mnt + "/lib", protection: .complete) }
         expectError(.io(EROFS), naming: mnt + "/new", "read-only") { _ = try files.create(mnt + "/new", protection: .complete) }
         expectError(.io(EROFS), naming: mnt + "/lib", "read-only") { _ = try files.open(mnt + "/lib", forWriting: true) }
@@ -119,7 +120,7 @@ final class HostileEnvironmentTests: DpctlTestCase {
             try expectIOError(["put", "--class", "complete", "--from", bigFile, path], naming: path, "free some space")
         }
         // The keybag: a passphrase change cannot be written, and the old passphrase keeps working.
-        try expectIOError(["passwd", "--passphrase-file", passphraseFile, "--new-passphrase-fd", "0"], input: Data("new passphrase\n".utf8), naming: home + "/keybag", "free some space")
+        try expectIOError(["passwd", "--passphrase-file", passphraseFile, "--new-passphrase-fd", "0"], input: Data("new passphrase\n".utf8), naming: try deviceSecret(next: true), "free some space")
         XCTAssertEqual(try bytes(home + "/keybag"), keybag)
         try ok(["unlock", "--passphrase-file", passphraseFile])
         // The library: a whole-file write.
@@ -255,6 +256,12 @@ final class HostileEnvironmentTests: DpctlTestCase {
     func names(_ path: String) throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: path).sorted() }
 
     /// Runs dpctl, which must exit 74 (I/O) with one error naming `path` and containing `fix`.
+    /// The domain's device secret, or where `passwd` writes the new one before the keybag (`<devices>/<domain id>.next.secret`).
+    func deviceSecret(next: Bool) throws -> String {
+        let current = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: devices).first { $0.hasSuffix(".secret") && !$0.hasPrefix(".") })
+        return devices + "/" + (next ? current.replacingOccurrences(of: ".secret", with: ".next.secret") : current)
+    }
+
     func expectIOError(_ args: [String], input: Data = Data(), naming path: String, _ fix: String, file: StaticString = #filePath, line: UInt = #line) throws {
         let r = try dpctl(args, input: input)
         XCTAssertEqual(r.status, 74, r.stderr, file: file, line: line)

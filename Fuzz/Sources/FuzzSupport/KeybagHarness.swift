@@ -48,14 +48,15 @@ public final class KeybagFuzzHarness {
         Keybag(contents: KeybagContents(domainID: id, kdf: .minimumForTests, salt: salt, recoveryPublicKey: recoveryPublicKey, entries: []))
     }
 
-    /// Valid keybags under the fixed secrets: 4, 6 and 8 entries (rotated generations).
+    /// Valid keybags (the current format) under the fixed secrets: 4, 6 and 8 entries (rotated generations), recovery entries authenticated.
     public func seeds() throws(ProtectionError) -> [[UInt8]] {
         var out: [[UInt8]] = []
         for extra in [0, 2, 4] {
             var bag = Self.empty(id, recoveryPublicKey)
+            try bag.authenticateRecovery(with: recovery, kek: kek)
             for c in ProtectionClass.allCases { try bag.add(try ClassKey.generate(c, generation: 1), kek: kek, device: device) }
             for i in 0..<extra { try bag.add(try ClassKey.generate(ProtectionClass.allCases[i % 4], generation: 2), kek: kek, device: device) }
-            out.append(try sealed(bag.contents.body()))
+            out.append(try bag.fileBytes(device, kek: kek))
         }
         return out
     }
@@ -87,6 +88,13 @@ public final class KeybagFuzzHarness {
         guard Array(body) == contents.body() else { return "a keybag that parsed does not re-encode to the same bytes" }
         guard (try? Keybag.mac(Array(body), device)) == mac else { return nil }  // Keybag.load refuses it: nothing more is reachable
         let bag = Keybag(contents: contents)
+        for e in contents.entries where e.protectionClass.usesPublicKeySealing {
+            do throws(ProtectionError) {
+                guard try bag.publicKey(e.protectionClass, e.generation, device) != nil else { return "the public key of generation \(e.generation) vanished" }
+            } catch {
+                if let f = expect(error, [.corruptKeybag], "unwrap a public key") { return f }
+            }
+        }
         for e in contents.entries where e.protectionClass == .none {
             do throws(ProtectionError) {
                 guard try bag.unwrapNone(e.generation, device) != nil else { return "class none generation \(e.generation) vanished" }
@@ -101,7 +109,7 @@ public final class KeybagFuzzHarness {
             if let f = expect(error, [.wrongPassphrase, .corruptKeybag], "unwrap with the passphrase") { return f }
         }
         do throws(ProtectionError) {
-            let keys = try bag.unwrapWithRecovery(recovery)
+            let (keys, _) = try bag.unwrapWithRecovery(recovery)
             guard keys.count == contents.entries.count else { return "unwrapWithRecovery returned \(keys.count) keys" }
         } catch {
             if let f = expect(error, [.wrongPassphrase, .corruptKeybag], "unwrap with the recovery key") { return f }

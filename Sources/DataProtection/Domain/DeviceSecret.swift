@@ -9,7 +9,7 @@ import Glibc
 /// 32 random bytes in `<device dir>/<domainID>.secret` (mode 0600 in a 0700
 /// directory owned by the user). It is entangled into the passphrase's
 /// key-encryption key, keys the keybag's MAC, and alone wraps the `none`
-/// class key. Why: a copy of the home (a backup, a synced folder) without
+/// class key and class B's public key. Why: a copy of the home (a backup, a synced folder) without
 /// this file cannot be attacked by guessing passphrases offline, and cannot
 /// be altered undetected. Loading refuses a file or directory that group or
 /// others can access, rather than silently use a secret that may have leaked.
@@ -17,7 +17,7 @@ struct DeviceSecret: ~Copyable {
     static let size = 32
     let key: SecretBytes
 
-    private init(key: consuming SecretBytes) { self.key = key }
+    init(key: consuming SecretBytes) { self.key = key }
 
     /// Creates (or, for `recover`, replaces) the device secret of `id`.
     static func create(for id: DomainID, at location: DomainLocation, io: any FileIO) throws(ProtectionError) -> DeviceSecret {
@@ -30,12 +30,36 @@ struct DeviceSecret: ~Copyable {
         return DeviceSecret(key: key)
     }
 
-    /// Loads the device secret of `id`, checking ownership and modes first.
+    /// Loads the device secret `contents` names (its identifier): the current one, or the next one of an
+    /// unfinished device-secret rotation (`passwd` or `recover` interrupted after its keybag write).
+    /// - Throws: `.corruptKeybag` naming the keybag when neither is the one that sealed it (a copy from before
+    ///   a passphrase change or a recovery, or from another machine); else as `load(for:at:io:)`.
+    static func load(for contents: KeybagContents, at location: DomainLocation, io: any FileIO) throws(ProtectionError) -> DeviceSecret {
+        let id = contents.domainID, current = location.deviceSecretPath(id)
+        // A v1 keybag names no device secret: its MAC decides.
+        if contents.version == 1 { return try load(location, id, path: current, io: io) }
+        // The current secret; else the next one of an unfinished rotation; else the current one again (a rotation finished meanwhile).
+        var first: ProtectionError?
+        for (i, path) in [current, DeviceSecretRotation.nextPath(location, id), current].enumerated() {
+            do throws(ProtectionError) {
+                let secret = try load(location, id, path: path, io: io)
+                if try secret.identifier() == contents.deviceSecretID { return secret }
+            } catch { if i == 0 { first = error } }
+        }
+        if let first { throw first }
+        throw ProtectionError(.corruptKeybag, "the keybag '\(location.keybagPath)' was sealed under a device secret this machine no longer has: it is a copy from before a passphrase change or a recovery (which make old copies useless on purpose), or from another machine; use the current keybag, or run `dpctl recover` with the recovery key", path: location.keybagPath)
+    }
+
+    /// Loads the current device secret of `id`, checking ownership and modes first.
     /// - Throws: `.notFound` with the `dpctl recover` hint when it is missing (the
     ///   home was copied from another machine); `.insecurePermissions`; `.corruptKeybag`
     ///   when the file is not 32 bytes.
     static func load(for id: DomainID, at location: DomainLocation, io: any FileIO) throws(ProtectionError) -> DeviceSecret {
-        let path = location.deviceSecretPath(id)
+        try load(location, id, path: location.deviceSecretPath(id), io: io)
+    }
+
+    /// Loads the device secret file at `path` (the current or the next one of `id`).
+    static func load(_ location: DomainLocation, _ id: DomainID, path: String, io: any FileIO) throws(ProtectionError) -> DeviceSecret {
         do throws(ProtectionError) {
             try PrivatePath.checkPrivate(location.deviceDirectory, directory: true)
             try PrivatePath.checkPrivate(path, directory: false)
@@ -57,9 +81,21 @@ struct DeviceSecret: ~Copyable {
         return DeviceSecret(key: key)
     }
 
-    /// Shreds the device secret of `id` (see `DurableFile.shred`).
+    /// Shreds the device secret of `id`, and the next one of an unfinished rotation (see `DurableFile.shred`).
     static func destroy(for id: DomainID, at location: DomainLocation, io: any FileIO) throws(ProtectionError) {
+        try DurableFile.shred(DeviceSecretRotation.nextPath(location, id), io: io)
         try DurableFile.shred(location.deviceSecretPath(id), io: io)
+    }
+
+    /// The public identifier the keybag stores to name the device secret that sealed it (a 16-byte KDF output: reveals nothing of the secret).
+    func identifier() throws(ProtectionError) -> [UInt8] {
+        let id = try crypto { () throws(CryptoError) in try KeyDerivation.subkey(of: key, context: "dpdevid1", id: 1, length: KeybagContents.deviceSecretIDSize) }
+        return id.withUnsafeBytes { Array($0) }
+    }
+
+    /// The key that wraps class B's public key in the keybag (so a copy of the keybag alone cannot seal class-B files).
+    func classBPublicKeyKey() throws(ProtectionError) -> SecretBytes {
+        try crypto { () throws(CryptoError) in try KeyDerivation.subkey(of: key, context: "dpclassb", id: 1) }
     }
 
     /// The key of the keybag's MAC.

@@ -7,7 +7,7 @@ import Glibc
 
 /// The domain's keybag as last read, re-read when the file changes (another process rotated or recovered).
 ///
-/// Holds only public parts and the `none` class keys, which are always
+/// Holds only public parts, and class B's public keys and the `none` class keys, which are always
 /// available (the device secret alone unwraps them).
 ///
 /// Whether the file changed is asked on every use (every protected open and create), so it must be cheap: the
@@ -16,7 +16,7 @@ import Glibc
 final class KeybagCache: Sendable {
     let location: DomainLocation
     let io: any FileIO
-    private struct State: @unchecked Sendable { var watch: KeybagWatch?; var bag: Keybag; var none: [UInt32: ClassKey] }
+    private struct State: @unchecked Sendable { var watch: KeybagWatch?; var bag: Keybag; var none: [UInt32: ClassKey]; var publicKeys: [UInt32: X25519PublicKey] = [:] }
     private let state: Locked<State>
 
     init(_ location: DomainLocation, io: any FileIO, bag: Keybag) {
@@ -30,7 +30,7 @@ final class KeybagCache: Sendable {
         let (watch, cached) = state.withLock { ($0.watch, $0.bag) }
         if let watch, watch.isUnchanged { return cached }
         let fresh = KeybagWatch(location.keybagPath)  // before the read: a change after it is seen next time
-        let bag = try Keybag.load(location, io: io) { (id) throws(ProtectionError) in try DeviceSecret.load(for: id, at: location, io: io) }
+        let bag = try Keybag.load(location, io: io) { (c) throws(ProtectionError) in try DeviceSecret.load(for: c, at: location, io: io) }
         state.withLock { $0 = State(watch: fresh, bag: bag, none: [:]) }
         return bag
     }
@@ -45,9 +45,19 @@ final class KeybagCache: Sendable {
     func noneKey(_ g: UInt32) throws(ProtectionError) -> ClassKey? {
         let bag = try bag()
         if let k = state.withLock({ $0.none[g] }) { return k }
-        let device = try DeviceSecret.load(for: bag.domainID, at: location, io: io)
+        let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
         guard let k = try bag.unwrapNone(g, device) else { return nil }
         state.withLock { $0.none[g] = k }
+        return k
+    }
+
+    /// The public key of generation `g` of class B, unwrapped with the device secret once and kept (it is needed while locked).
+    func publicKey(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> X25519PublicKey? {
+        let bag = try bag()
+        if let k = state.withLock({ $0.publicKeys[g] }) { return k }
+        let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
+        guard let k = try bag.publicKey(c, g, device) else { return nil }
+        state.withLock { $0.publicKeys[g] = k }
         return k
     }
 }
@@ -94,7 +104,7 @@ final class KeybagWatch: Sendable {
 /// The `ClassKeyProvider` of a protection domain: public parts from the keybag, secret halves from the key store.
 ///
 /// Classes A and C wrap and unwrap with the secret from the store (the kernel
-/// keyring, read on every use); class B seals to the public key in the keybag,
+/// keyring, read on every use); class B seals to the public key the keybag holds wrapped under the device secret,
 /// so it can create while locked, and opens with the private key from the
 /// store; class `none` uses the key the device secret unwraps.
 final class DomainClassKeys: ClassKeyProvider {
@@ -130,7 +140,7 @@ final class DomainClassKeys: ClassKeyProvider {
             // Unlocked but without this generation: the header names a key this domain never had.
             throw .unknownGeneration(c, g)
         }
-        let pk = try entry.publicKey.map { (b) throws(ProtectionError) in try crypto { () throws(CryptoError) in try X25519PublicKey(bytes: b) } }
+        let pk = c.usesPublicKeySealing ? try cache.publicKey(c, entry.generation) : nil
         guard needSecret else { return ClassKey(c, generation: g, secret: nil, publicKey: pk) }
         guard let s = try store.secret(c, g) else { throw .locked(c) }
         return ClassKey(c, generation: g, secret: SharedSecret(s), publicKey: pk)

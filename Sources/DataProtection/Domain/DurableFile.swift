@@ -22,6 +22,14 @@ enum DurableFile {
     /// writer moves on to another random name. It unlinks only a file it created and still holds.
     /// - Throws: `.io` naming the file; the temporary file is removed and `path` is untouched.
     static func write(_ bytes: UnsafeRawBufferPointer, to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) {
+        io.close(try writeHoldingLock(bytes, to: path, mode: mode, io: io))
+    }
+
+    /// `write`, returning a descriptor of the new file that still holds its exclusive OFD lock; close it to release the lock.
+    ///
+    /// The lock is taken before the file has a name anyone else looks at, so another process that
+    /// finds `path` and gets its lock knows that the writer is gone (see `DeviceSecretRotation`).
+    static func writeHoldingLock(_ bytes: UnsafeRawBufferPointer, to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) -> Int32 {
         var attempt = 0
         while true {
             let tmp = temporaryPath(for: path)
@@ -45,11 +53,9 @@ enum DurableFile {
                 try io.writeFully(fd, from: bytes, at: 0)
                 try io.fsync(fd)
                 try io.rename(tmp, to: path)  // still locked, so no sweeper removes it first
-                owned = false
-                io.close(fd)
-                fd = -1
+                owned = false  // the name is the real file's now
                 try io.syncDirectory(of: path)
-                return
+                return fd
             } catch {
                 if owned { try? io.unlink(tmp) }
                 if fd >= 0 { io.close(fd) }
@@ -86,7 +92,7 @@ enum DurableFile {
 
     /// Takes the exclusive OFD lock of `fd` (waiting, or not) and checks that `path` still names it.
     /// - Returns: false when another holds the lock (no wait) or `path` now names another file or none.
-    private static func lockOwned(_ fd: Int32, at path: String, wait: Bool) throws(SystemError) -> Bool {
+    static func lockOwned(_ fd: Int32, at path: String, wait: Bool) throws(SystemError) -> Bool {
         while dp_fcntl_lock(fd, wait ? dp_F_OFD_SETLKW : dp_F_OFD_SETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 0, nil) != 0 {
             if errno == EINTR { continue }
             if errno == EAGAIN || errno == EACCES { return false }
@@ -126,29 +132,34 @@ enum DurableFile {
     /// may survive the overwrite; the unlink plus the loss of the matching
     /// secret is what the crypto-shred relies on.
     static func shred(_ path: String, io: any FileIO) throws(ProtectionError) {
-        let fd: Int32
-        // Only a regular file of ours is overwritten: never a link's target, nor a file with another name.
-        do throws(OwnedFileFailure) { fd = try io.openOwned(path, flags: O_WRONLY) } catch .system(let e) where e.errno == ENOENT {
-            return
-        } catch { throw error.error("destroy", path, at: path) }
+        guard try overwrite(path, io: io, action: "destroy") else { return }
         do throws(SystemError) {
-            do throws(SystemError) {
-                let size = Int(try io.size(fd))
-                if size > 0 {
-                    let noise = (try? SecureRandom.bytes(size)) ?? [UInt8](repeating: 0, count: size)
-                    try noise.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
-                    try io.fsync(fd)
-                }
-                io.close(fd)
-            } catch {
-                io.close(fd)
-                throw error
-            }
             try io.unlink(path)
             try io.syncDirectory(of: path)
         } catch {
             throw ProtectionError.errno(error.errno, "destroy", path)
         }
+    }
+
+    /// Overwrites `path` in place with random bytes of its size and fsyncs it; false when there is no such file.
+    ///
+    /// Only a regular file of ours is overwritten (`openOwned`): never a link's target, nor a file with another name.
+    static func overwrite(_ path: String, io: any FileIO, action: String = "overwrite") throws(ProtectionError) -> Bool {
+        let fd: Int32
+        // RDWR: a FileIO seam may read the old bytes.
+        do throws(OwnedFileFailure) { fd = try io.openOwned(path, flags: O_RDWR) } catch .system(let e) where e.errno == ENOENT {
+            return false
+        } catch { throw error.error(action, path, at: path) }
+        defer { io.close(fd) }
+        do throws(SystemError) {
+            let size = Int(try io.size(fd))
+            if size > 0 {
+                let noise = (try? SecureRandom.bytes(size)) ?? [UInt8](repeating: 0, count: size)
+                try noise.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
+                try io.fsync(fd)
+            }
+        } catch { throw ProtectionError.errno(error.errno, action, path) }
+        return true
     }
 }
 

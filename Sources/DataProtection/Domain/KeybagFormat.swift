@@ -1,52 +1,82 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ProtectionCrypto
 
 /// One generation of one class key as the keybag stores it: wrapped twice, never in plaintext.
 struct KeybagEntry: Equatable, Sendable {
     var protectionClass: ProtectionClass
     var generation: UInt32
-    /// The X25519 public key (class `completeUnlessOpen` only), readable while locked so files can be created.
+    /// Format 1 only: class B's X25519 public key in the clear (wrapped on the next write).
     var publicKey: [UInt8]?
+    /// Format 2: class B's public key, `KeyWrap`ped under the device secret's class-B subkey, so a copy of
+    /// the keybag alone cannot be used to seal (forge) class-B files; the device secret is there while locked.
+    var wrappedPublicKey: [UInt8]?
     /// `KeyWrap` under the passphrase KEK (classes A–C) or the device secret's class-D key (class `none`).
     var wrapped: [UInt8]
     /// `KeySealing` to the recovery public key, so the recovery key alone restores it.
     var recoverySealed: [UInt8]
 }
 
-/// The keybag file, format v1: pure encoding and parsing, no keys and no I/O.
+/// What lets `recover` trust the recovery entries: a key derived from the recovery key alone, and its MAC over them.
+struct RecoveryAuthentication: Equatable, Sendable {
+    /// The recovery authentication key, `KeyWrap`ped under the passphrase KEK (so rotation and `passwd` can re-MAC).
+    var wrappedKey: [UInt8]
+    /// Keyed BLAKE2b-256 (key: the recovery authentication key) of `KeybagContents.recoverySection()`.
+    var mac: [UInt8]
+}
+
+/// The keybag file, format v2 (v1 still read): pure encoding and parsing, no keys and no I/O.
 ///
-/// Layout (integers big-endian):
+/// Layout of v2 (integers big-endian; FORMAT.md §12 is normative):
 /// ```
-///  0  magic "\x89DPK\r\n\x1a\n" (8)   8 version = 1 (1)   9 flags = 0 (1)   10 entry count (u16)
-/// 12  domain identifier (16)
-/// 28  Argon2id ops (u64)   36 Argon2id memory bytes (u64)   44 salt (16)
-/// 60  recovery X25519 public key (32)
-/// 92  entries: class (1) ‖ generation (u32) ‖ public key (32, zero unless class B)
-///              ‖ wrapped (KeyWrap, 72) ‖ recovery-sealed (KeySealing, 104)      = 213 bytes each
-///  …  MAC (32): keyed BLAKE2b-256 (key: the device secret's MAC subkey) of every byte before it
-///  …  checksum (32): unkeyed BLAKE2b-256 of every byte before it
+///   0  magic "\x89DPK\r\n\x1a\n" (8)   8 version = 2 (1)   9 flags (1): bit 0 = recovery entries authenticated   10 entry count (u16)
+///  12  domain identifier (16)
+///  28  Argon2id ops (u64)   36 Argon2id memory bytes (u64)   44 salt (16)
+///  60  recovery X25519 public key (32)
+///  92  device-secret identifier (16): which device secret seals this keybag
+/// 108  recovery authentication key, KeyWrap under the passphrase KEK (72)   } zero when
+/// 180  recovery MAC (32)                                                    } flag bit 0 is clear
+/// 212  entries: class (1) ‖ generation (u32) ‖ wrapped public key (KeyWrap, 72; zero unless class B)
+///               ‖ wrapped (KeyWrap, 72) ‖ recovery-sealed (KeySealing, 104)      = 253 bytes each
+///   …  MAC (32): keyed BLAKE2b-256 (key: the device secret's MAC subkey) of every byte before it
+///   …  checksum (32): unkeyed BLAKE2b-256 of every byte before it
 /// ```
+/// v1 is the same up to byte 92, where its entries start: class ‖ generation ‖ public key in
+/// the clear (32) ‖ wrapped ‖ recovery-sealed (213 bytes each). It is read, and written as v2
+/// by the next keybag write.
 /// The checksum catches accidental damage before any key is needed (a flipped
 /// domain identifier would otherwise look like a missing device secret); the
 /// MAC catches deliberate changes.
 /// Every field is validated; a wrong length, an unknown value, a missing
-/// class, a duplicated generation or trailing bytes make the whole keybag
+/// class, a duplicated or non-contiguous generation or trailing bytes make the whole keybag
 /// `.corruptKeybag`, never half-read.
 struct KeybagContents: Equatable, Sendable {
     static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x4B, 0x0D, 0x0A, 0x1A, 0x0A]
-    static let version: UInt8 = 1
-    static let headerSize = 92
+    /// The version written.
+    static let version: UInt8 = 2
+    static let headerSize = 212
     static let wrappedSize = 32 + KeyWrap.overhead
     static let sealedSize = 32 + KeySealing.overhead
-    static let entrySize = 1 + 4 + 32 + wrappedSize + sealedSize
+    static let entrySize = 1 + 4 + wrappedSize + wrappedSize + sealedSize
+    static let deviceSecretIDSize = 16
     static let macSize = 32
     static let checksumSize = 32
     static let maxEntries = 64
     static let maxSize = headerSize + maxEntries * entrySize + macSize + checksumSize
+    /// Format 1's header and entry sizes.
+    static let v1HeaderSize = 92, v1EntrySize = 1 + 4 + 32 + wrappedSize + sealedSize
 
+    /// 1 when read from a v1 file (until the next write), else 2.
+    var version: UInt8 = Self.version
     var domainID: DomainID
     var kdf: Argon2Parameters
     var salt: [UInt8]
     var recoveryPublicKey: [UInt8]
+    /// The identifier of the device secret whose MAC key sealed this keybag (v2; zero until the first write).
+    var deviceSecretID: [UInt8] = [UInt8](repeating: 0, count: Self.deviceSecretIDSize)
+    /// Nil for a v1 keybag, or one upgraded from v1 without the recovery key at hand: `recover` then mints fresh keys.
+    var recoveryAuthentication: RecoveryAuthentication?
     var entries: [KeybagEntry]
 
     /// The highest generation of `c`: what new files are wrapped with.
@@ -61,43 +91,79 @@ struct KeybagContents: Equatable, Sendable {
 
     /// Associated data of an entry's wrapping: binds it to this format, domain, class, generation and purpose.
     static func entryAD(_ id: DomainID, _ c: ProtectionClass, _ g: UInt32, recovery: Bool) -> [UInt8] {
+        entryAD(id, c, g, purpose: recovery ? 2 : 1)
+    }
+
+    /// Associated data of class B's wrapped public key (purpose 3).
+    static func publicKeyAD(_ id: DomainID, _ c: ProtectionClass, _ g: UInt32) -> [UInt8] { entryAD(id, c, g, purpose: 3) }
+
+    private static func entryAD(_ id: DomainID, _ c: ProtectionClass, _ g: UInt32, purpose: UInt8) -> [UInt8] {
         var b = Array("dp-keybag-v1".utf8) + id.bytes + [c.rawValue]
         b.appendBE(g)
-        b.append(recovery ? 2 : 1)
+        b.append(purpose)
         return b
     }
 
-    /// Every byte the MAC covers.
+    /// Associated data of the wrapped recovery authentication key.
+    static func recoveryKeyAD(_ id: DomainID) -> [UInt8] { Array("dp-keybag-v2-recovery-key".utf8) + id.bytes }
+
+    /// What the recovery MAC covers: everything `recover` uses from the keybag.
+    ///
+    /// The domain, the recovery public key, the Argon2id parameters and every entry's class,
+    /// generation and recovery seal, in file order (which is canonical: sorted, no duplicates),
+    /// so no entry can be added, removed, swapped or replaced.
+    func recoverySection() -> [UInt8] {
+        var b = Array("dp-keybag-v2-recovery".utf8) + domainID.bytes + recoveryPublicKey
+        b.appendBE(kdf.opsLimit)
+        b.appendBE(kdf.memLimit)
+        b.appendBE(UInt16(entries.count))
+        for e in entries {
+            b.append(e.protectionClass.rawValue)
+            b.appendBE(e.generation)
+            b += e.recoverySealed
+        }
+        return b
+    }
+
+    /// Every byte the MAC covers, in this contents' version.
     func body() -> [UInt8] {
-        var b = Self.magic + [Self.version, 0]
+        let zeros = { (n: Int) in [UInt8](repeating: 0, count: n) }
+        var b = Self.magic + [version, version == 1 || recoveryAuthentication == nil ? 0 : 1]
         b.appendBE(UInt16(entries.count))
         b += domainID.bytes
         b.appendBE(kdf.opsLimit)
         b.appendBE(kdf.memLimit)
         b += salt
         b += recoveryPublicKey
+        if version != 1 {
+            b += deviceSecretID
+            b += recoveryAuthentication?.wrappedKey ?? zeros(Self.wrappedSize)
+            b += recoveryAuthentication?.mac ?? zeros(Self.macSize)
+        }
         for e in entries {
             b.append(e.protectionClass.rawValue)
             b.appendBE(e.generation)
-            b += e.publicKey ?? [UInt8](repeating: 0, count: 32)
+            b += version == 1 ? e.publicKey ?? zeros(32) : e.wrappedPublicKey ?? zeros(Self.wrappedSize)
             b += e.wrapped
             b += e.recoverySealed
         }
         return b
     }
 
-    /// Parses a whole keybag file into its contents, the bytes its MAC covers, and the MAC.
+    /// Parses a whole keybag file (v2, or v1) into its contents, the bytes its MAC covers, and the MAC.
     /// - Throws: `.corruptKeybag` (message without a path; the caller adds it), `.unsupportedVersion`.
     static func parse(_ bytes: [UInt8]) throws(ProtectionError) -> (contents: KeybagContents, body: ArraySlice<UInt8>, mac: [UInt8]) {
         guard bytes.count >= 8, Array(bytes[0..<8]) == magic else { throw corrupt("it is not a keybag (no keybag magic)") }
-        guard bytes.count >= headerSize + macSize + checksumSize else { throw corrupt("it is truncated (\(bytes.count) bytes)") }
-        guard bytes[8] == version else {
-            throw ProtectionError(.unsupportedVersion, "the keybag uses format version \(bytes[8]); this library reads version \(version); upgrade swift-data-protection")
+        guard bytes.count >= v1HeaderSize + macSize + checksumSize else { throw corrupt("it is truncated (\(bytes.count) bytes)") }
+        let v = bytes[8]
+        guard v == 1 || v == version else {
+            throw ProtectionError(.unsupportedVersion, "the keybag uses format version \(v); this library reads versions 1 and \(version); upgrade swift-data-protection")
         }
-        guard bytes[9] == 0 else { throw corrupt("unknown flags \(bytes[9])") }
+        let header = v == 1 ? v1HeaderSize : headerSize, entry = v == 1 ? v1EntrySize : entrySize, keySize = v == 1 ? 32 : wrappedSize
+        guard bytes[9] == 0 || (v != 1 && bytes[9] == 1) else { throw corrupt("unknown flags \(bytes[9])") }
         let count = Int(bytes.readBE(UInt16.self, at: 10))
         guard (ProtectionClass.allCases.count...maxEntries).contains(count) else { throw corrupt("\(count) entries") }
-        let expected = headerSize + count * entrySize + macSize + checksumSize
+        let expected = header + count * entry + macSize + checksumSize
         guard bytes.count == expected else {
             throw corrupt(bytes.count < expected ? "it is truncated (\(bytes.count) of \(expected) bytes)" : "it has \(bytes.count - expected) trailing bytes")
         }
@@ -106,29 +172,36 @@ struct KeybagContents: Equatable, Sendable {
         guard intact else { throw corrupt("its checksum does not match: it was damaged") }
         let kdf = Argon2Parameters(opsLimit: bytes.readBE(UInt64.self, at: 28), memLimit: bytes.readBE(UInt64.self, at: 36))
         guard kdf.isValid else { throw corrupt("Argon2id parameters out of range") }
-        var entries: [KeybagEntry] = []
-        var at = headerSize
+        var contents = KeybagContents(
+            version: v, domainID: try DomainID(bytes: Array(bytes[12..<28])), kdf: kdf, salt: Array(bytes[44..<60]),
+            recoveryPublicKey: Array(bytes[60..<92]), entries: [])
+        if v != 1 {
+            contents.deviceSecretID = Array(bytes[92..<108])
+            let auth = RecoveryAuthentication(wrappedKey: Array(bytes[108..<180]), mac: Array(bytes[180..<212]))
+            if bytes[9] == 1 { contents.recoveryAuthentication = auth }
+            else if !(auth.wrappedKey + auth.mac).allSatisfy({ $0 == 0 }) { throw corrupt("recovery authentication present but not flagged") }
+        }
+        var at = header
         for _ in 0..<count {
             guard let c = ProtectionClass(rawValue: bytes[at]) else { throw corrupt("unknown protection class \(bytes[at])") }
             let g = bytes.readBE(UInt32.self, at: at + 1)
-            guard g > 0 else { throw corrupt("generation 0 of class \(c)") }
-            let pk = Array(bytes[(at + 5)..<(at + 37)])
+            guard g > 0, g < UInt32.max else { throw corrupt("generation \(g) of class \(c)") }
+            let pk = Array(bytes[(at + 5)..<(at + 5 + keySize)])
             if c.usesPublicKeySealing == pk.allSatisfy({ $0 == 0 }) { throw corrupt("the public key of class \(c) generation \(g) is \(c.usesPublicKeySealing ? "missing" : "unexpected")") }
-            let w = at + 37, s = w + wrappedSize
-            entries.append(KeybagEntry(
-                protectionClass: c, generation: g, publicKey: c.usesPublicKeySealing ? pk : nil,
+            let w = at + 5 + keySize, s = w + wrappedSize
+            contents.entries.append(KeybagEntry(
+                protectionClass: c, generation: g, publicKey: v == 1 && c.usesPublicKeySealing ? pk : nil,
+                wrappedPublicKey: v != 1 && c.usesPublicKeySealing ? pk : nil,
                 wrapped: Array(bytes[w..<s]), recoverySealed: Array(bytes[s..<(s + sealedSize)])))
-            at += entrySize
+            at += entry
         }
-        for c in ProtectionClass.allCases where !entries.contains(where: { $0.protectionClass == c }) {
-            throw corrupt("class \(c) has no key")
+        for c in ProtectionClass.allCases {
+            let gens = contents.entries.filter { $0.protectionClass == c }.map(\.generation).sorted()
+            guard let first = gens.first else { throw corrupt("class \(c) has no key") }
+            guard Set(gens).count == gens.count else { throw corrupt("a class-key generation appears twice") }
+            // Rotation only ever adds the next generation and retires the oldest ones: a gap is a planted or dropped entry.
+            guard gens.last! - first == UInt32(gens.count - 1) else { throw corrupt("the generations of class \(c) are not contiguous (\(gens.map(String.init).joined(separator: ", ")))") }
         }
-        guard Set(entries.map { "\($0.protectionClass.rawValue)/\($0.generation)" }).count == entries.count else {
-            throw corrupt("a class-key generation appears twice")
-        }
-        let contents = KeybagContents(
-            domainID: try DomainID(bytes: Array(bytes[12..<28])), kdf: kdf, salt: Array(bytes[44..<60]),
-            recoveryPublicKey: Array(bytes[60..<92]), entries: entries)
         return (contents, bytes[0..<at], Array(bytes[at..<(at + macSize)]))
     }
 

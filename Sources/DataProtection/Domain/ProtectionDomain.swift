@@ -75,8 +75,7 @@ public final class ProtectionDomain: Sendable {
         let id = try DomainID.random()
         let device = try DeviceSecret.create(for: id, at: location, io: io)
         let recovery = try RecoveryKey.random()
-        let (bag, _) = try Keybag.create(id: id, passphrase: passphrase, kdf: kdf, device: device, recovery: recovery)
-        try bag.save(location, device, io: io)
+        let bag = try Keybag.create(id: id, passphrase: passphrase, kdf: kdf, device: device, recovery: recovery, at: location, io: io)
         try present(recovery)
         return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
     }
@@ -90,11 +89,12 @@ public final class ProtectionDomain: Sendable {
         io: any FileIO = SystemFileIO(), logger: Logger? = nil
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
-        let bag = try Keybag.load(location, io: io) { (id) throws(ProtectionError) in try DeviceSecret.load(for: id, at: location, io: io) }
-        // Temporaries of a keybag, journal or device-secret write that a crash interrupted.
+        let bag = try Keybag.load(location, io: io) { (c) throws(ProtectionError) in try DeviceSecret.load(for: c, at: location, io: io) }
+        // Temporaries of a keybag, journal or device-secret write that a crash interrupted, and a device-secret rotation.
         DurableFile.sweep(location.home, name: lastComponent(of: location.keybagPath), io: io)
         DurableFile.sweep(location.home, name: lastComponent(of: location.journalPath), io: io)
         DurableFile.sweep(location.deviceDirectory, name: lastComponent(of: location.deviceSecretPath(bag.domainID)), io: io)
+        DeviceSecretRotation.settle(for: bag.domainID, at: location, io: io)
         return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
     }
 
@@ -115,7 +115,7 @@ public final class ProtectionDomain: Sendable {
     /// - Throws: `.wrongPassphrase` (nothing is changed), `.corruptKeybag`, `.keyringUnavailable`.
     public func unlock(passphrase: borrowing SecretBytes, timeout: UInt32? = nil) throws(ProtectionError) {
         let bag = try cache.bag()
-        let device = try DeviceSecret.load(for: id, at: location, io: io)
+        let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
         let kek = try bag.passphraseKEK(passphrase, device)
         let keys = try bag.unwrapPassphraseClasses(kek)
         try store.install(keys, timeout: timeout)
@@ -173,46 +173,74 @@ public final class ProtectionDomain: Sendable {
 
     // MARK: Passphrase and recovery
 
-    /// Changes the passphrase: rewraps the class keys only (O(1) in the number of files).
+    /// Changes the passphrase: rewraps the class keys only (O(1) in the number of files), under a new device secret.
     ///
+    /// Every copy of the keybag from before (a backup, a synced folder) stops opening on this machine,
+    /// even with the old passphrase: the device secret it was sealed under is shredded (see
+    /// `DeviceSecretRotation` for the order of the steps: a crash leaves a keybag that unlocks with the
+    /// old passphrase or the new one). The recovery key still opens old copies, by design.
     /// - Parameters:
     ///   - old: the current passphrase.
     ///   - new: the new passphrase.
     ///   - kdf: new Argon2id parameters; nil keeps the stored ones. A fresh salt is always drawn.
     /// - Throws: `.wrongPassphrase` for `old` (the keybag is untouched).
     public func changePassphrase(old: borrowing SecretBytes, new: borrowing SecretBytes, kdf: Argon2Parameters? = nil) throws(ProtectionError) {
+        let read = try cache.bag()
+        let device = try DeviceSecret.load(for: read.contents, at: location, io: io)
+        let oldKEK = try read.passphraseKEK(old, device)
+        _ = try read.unwrapPassphraseClasses(oldKEK)  // a wrong passphrase fails here, before anything is written
+        let rotation = try DeviceSecretRotation.begin(for: id, replacing: try device.identifier(), at: location, io: io)
+        // Read again under the keybag write lock: a rotation may have added a generation meanwhile, which must not be lost.
         var bag = try cache.bag()
-        let device = try DeviceSecret.load(for: id, at: location, io: io)
-        let keys = try bag.unwrapPassphraseClasses(try bag.passphraseKEK(old, device))
+        var keys = try bag.unwrapPassphraseClasses(oldKEK)
+        for g in bag.generations[.none] ?? [] { if let k = try bag.unwrapNone(g, device) { keys.append(k) } }
         bag.contents.salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
         if let kdf { bag.contents.kdf = kdf }
-        let kek = try bag.passphraseKEK(new, device)
-        for k in keys { try bag.add(k, kek: kek, device: device) }
-        try bag.save(location, device, io: io)
+        let kek = try bag.passphraseKEK(new, rotation.secret)
+        try bag.rewrapRecoveryAuthentication(from: oldKEK, to: kek)
+        for k in keys { try bag.add(k, kek: kek, device: rotation.secret) }
+        try bag.save(location, rotation.secret, kek: kek, io: io)
         cache.update(bag)
+        try rotation.finish()
     }
 
     /// Restores a domain with its recovery key: new device secret, new passphrase, same class keys (files stay readable).
     ///
     /// Works on a copy of the home on a new machine (no device secret there),
     /// and after a forgotten passphrase. Idempotent: if it is interrupted, run it again.
-    /// Only the recovery seals authenticate on this path, so pass `kdf` (e.g.
-    /// `calibrateKDF()`) rather than trust the stored parameters of a copy
-    /// someone else may have altered; class B's public key is recomputed.
-    /// - Throws: `.wrongPassphrase` for a mistyped or foreign recovery key; `.notFound`; `.corruptKeybag`.
+    /// Only the recovery key is trusted on this path: the recovery entries must carry a valid MAC under
+    /// a key derived from it, so nobody holding a copy of the keybag can plant a class key; class B's
+    /// public key is recomputed; pass `kdf` (e.g. `calibrateKDF()`) rather than reuse stored parameters.
+    /// A keybag whose recovery entries carry no MAC (format 1, or upgraded from it without the recovery
+    /// key) is recovered with a fresh current generation of every class, so that no key anyone could have
+    /// planted there is used for new files; its old generations still open existing files.
+    /// - Throws: `.wrongPassphrase` for a mistyped or foreign recovery key; `.notFound`; `.corruptKeybag`
+    ///   naming the keybag when its recovery entries do not authenticate (nothing is changed).
     public static func recover(
         at location: DomainLocation, recoveryKey: borrowing RecoveryKey, newPassphrase: borrowing SecretBytes, kdf: Argon2Parameters? = nil,
         keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), io: any FileIO = SystemFileIO(), logger: Logger? = nil
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
+        let path = location.keybagPath
         let (old, _, _) = try Keybag.parseFile(location, io: io)
-        let keys = try Keybag(contents: old).unwrapWithRecovery(recoveryKey)
-        let device = try DeviceSecret.create(for: old.domainID, at: location, io: io)
+        var (keys, authenticated): ([ClassKey], Bool)
+        do throws(ProtectionError) { (keys, authenticated) = try Keybag(contents: old).unwrapWithRecovery(recoveryKey) } catch where error.code == .corruptKeybag {
+            throw ProtectionError(.corruptKeybag, "unable to recover from '\(path)': \(error.message)", path: path)
+        }
+        if !authenticated {
+            for c in ProtectionClass.allCases {
+                keys.append(try ClassKey.generate(c, generation: (old.current(c)?.generation ?? 0) + 1))
+            }
+            logger?.warning("recovered domain \(old.domainID) from a keybag whose recovery entries are not authenticated (format 1): every class gets a fresh current generation")
+        }
+        let rotation = try DeviceSecretRotation.begin(for: old.domainID, replacing: nil, at: location, io: io)
         let salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
         var bag = Keybag(contents: KeybagContents(domainID: old.domainID, kdf: kdf ?? old.kdf, salt: salt, recoveryPublicKey: old.recoveryPublicKey, entries: []))
-        let kek = try bag.passphraseKEK(newPassphrase, device)
-        for k in keys { try bag.add(k, kek: kek, device: device) }
-        try bag.save(location, device, io: io)
+        let kek = try bag.passphraseKEK(newPassphrase, rotation.secret)
+        try bag.authenticateRecovery(with: recoveryKey, kek: kek)
+        for k in keys { try bag.add(k, kek: kek, device: rotation.secret) }
+        try bag.save(location, rotation.secret, kek: kek, io: io)
+        try rotation.finish()
         logger?.info("recovered domain \(old.domainID)")
         return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
     }

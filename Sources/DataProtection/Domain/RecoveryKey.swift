@@ -94,6 +94,11 @@ public struct RecoveryKey: ~Copyable, Sendable {
         }
     }
 
+    /// The key of the keybag's recovery MAC: only the recovery key yields it, so a keybag copy cannot be given entries `recover` accepts.
+    func authenticationKey() throws(ProtectionError) -> SecretBytes {
+        try crypto { () throws(CryptoError) in try KeyDerivation.subkey(of: key, context: "dprecmac", id: 1) }
+    }
+
     private static func check(_ key: borrowing SecretBytes) throws(ProtectionError) -> [UInt8] {
         let digest = try key.withUnsafeBytes { (k) throws(ProtectionError) in
             try Array("dp-recovery-check".utf8).span.bytes.withUnsafeBytes { (label) throws(ProtectionError) in

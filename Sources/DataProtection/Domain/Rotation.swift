@@ -119,7 +119,7 @@ extension ProtectionDomain {
         _ c: ProtectionClass, paths: [String], passphrase: borrowing SecretBytes, progress: (RotationProgress) -> Bool = { _ in true }
     ) throws(ProtectionError) -> RotationReport {
         var bag = try cache.bag()
-        let device = try DeviceSecret.load(for: id, at: location, io: io)
+        let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
         let kek = try bag.passphraseKEK(passphrase, device)
         var keys = try bag.unwrapPassphraseClasses(kek)
         for g in bag.generations[.none] ?? [] { if let k = try bag.unwrapNone(g, device) { keys.append(k) } }
@@ -147,7 +147,7 @@ extension ProtectionDomain {
         if bag.contents.entry(c, journal.to) == nil {
             let fresh = try ClassKey.generate(c, generation: journal.to)
             try bag.add(fresh, kek: kek, device: device)
-            try bag.save(location, device, io: io)
+            try DeviceSecretRotation.writing(under: device, for: id, at: location, io: io) { () throws(ProtectionError) in try bag.save(location, device, kek: kek, io: io) }
             cache.update(bag)
             keys.append(fresh)
         }
@@ -192,7 +192,8 @@ extension ProtectionDomain {
         }
         // Every listed file is done: retire the old generations, then the journal.
         bag.contents.entries.removeAll { $0.protectionClass == c && journal.from.contains($0.generation) }
-        try bag.save(location, device, io: io)
+        // A passphrase change while the files were rewrapped replaced the device secret: the journal resumes it.
+        try DeviceSecretRotation.writing(under: device, for: id, at: location, io: io) { () throws(ProtectionError) in try bag.save(location, device, kek: kek, io: io) }
         cache.update(bag)
         try store.retire(c, generations: journal.from)
         do throws(SystemError) {
