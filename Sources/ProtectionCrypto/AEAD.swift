@@ -34,20 +34,33 @@ public enum AEADCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 
 /// A 256-bit AEAD key, ready to seal and open, with AES-GCM's expanded key precomputed.
 ///
-/// For AES-256-GCM the key schedule and GHASH tables are computed once
-/// (`crypto_aead_aes256gcm_beforenm`) into locked memory, so each chunk pays
-/// only for the cipher itself. Sealing and opening only read the key state,
-/// so one `AEADKey` may be used from several threads at once.
+/// For AES-256-GCM with direct nonces the key schedule and GHASH tables are
+/// computed once (`crypto_aead_aes256gcm_beforenm`) into locked memory, so each
+/// message pays only for the cipher itself. With extended nonces
+/// (`AEADNonceMode.extended`) the key is a master key and each nonce selects a
+/// subkey; a session (`withSession`) keeps the last subkey's expanded state.
+/// Sealing and opening only read the key state, so one `AEADKey` may be used
+/// from several threads at once (each thread in its own session).
 public struct AEADKey: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: state is immutable after init and libsodium's
-    // *_afternm / detached calls only read it.
+    // *_afternm / detached calls only read it; sessions keep their own scratch.
     public let cipher: AEADCipher
-    private let state: SecretBytes  // raw key (XChaCha) or expanded state (AES-GCM)
+    public let nonceMode: AEADNonceMode
+    private let state: SecretBytes  // raw key (XChaCha, extended AES-GCM) or expanded state (direct AES-GCM)
+
+    /// Nonce length in bytes: the cipher's, or 24 for extended nonces.
+    @inline(__always)
+    public var nonceSize: Int { nonceMode == .extended ? AEADNonceMode.extendedNonceSize : cipher.nonceSize }
+
+    /// Bytes each sealed message adds: nonce plus tag.
+    @inline(__always)
+    public var overhead: Int { nonceSize + AEADCipher.tagSize }
 
     /// Prepares `key` (32 bytes) for `cipher`.
+    /// - Parameter nonceMode: `.extended` (AES-256-GCM only) for 24-byte nonces with a subkey per nonce.
     /// - Throws: `.invalidLength` for a key that is not 32 bytes; `.unsupportedCipher`
-    ///   for AES-256-GCM on a CPU without support.
-    public init(_ cipher: AEADCipher, key: borrowing SecretBytes) throws(CryptoError) {
+    ///   for AES-256-GCM on a CPU without support, or extended nonces with XChaCha20-Poly1305.
+    public init(_ cipher: AEADCipher, key: borrowing SecretBytes, nonceMode: AEADNonceMode = .direct) throws(CryptoError) {
         try Sodium.ensureReady()
         guard key.count == AEADCipher.keySize else {
             throw CryptoError(.invalidLength, "an AEAD key must be \(AEADCipher.keySize) bytes, got \(key.count)")
@@ -55,13 +68,17 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         guard cipher.isAvailable else {
             throw CryptoError(.unsupportedCipher, "\(cipher) is not supported on this CPU (libsodium needs AES-NI and PCLMUL); use XChaCha20-Poly1305")
         }
-        let prepared = try Self.prepare(cipher, key: key)
+        guard nonceMode == .direct || cipher == .aes256gcm else {
+            throw CryptoError(.unsupportedCipher, "extended nonces are defined for AES-256-GCM only; \(cipher) already takes 24-byte nonces")
+        }
+        let prepared = try Self.prepare(cipher, nonceMode, key: key)
         self.cipher = cipher
+        self.nonceMode = nonceMode
         self.state = prepared
     }
 
-    private static func prepare(_ cipher: AEADCipher, key: borrowing SecretBytes) throws(CryptoError) -> SecretBytes {
-        guard cipher == .aes256gcm else { return try key.duplicate() }
+    private static func prepare(_ cipher: AEADCipher, _ mode: AEADNonceMode, key: borrowing SecretBytes) throws(CryptoError) -> SecretBytes {
+        guard cipher == .aes256gcm, mode == .direct else { return try key.duplicate() }
         var st = try SecretBytes(zeroedCount: crypto_aead_aes256gcm_statebytes())
         st.withUnsafeMutableBytes { s in
             key.withUnsafeBytes { k in
@@ -73,12 +90,34 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         return st
     }
 
+    /// Runs `body` with a session that seals and opens under this key.
+    ///
+    /// With extended nonces the session keeps the expanded subkey of the last
+    /// key nonce it met (on the stack, zeroed when `body` returns), so a run of
+    /// messages sharing a key nonce derives its subkey once. Use one session per
+    /// thread; it must not escape `body`.
+    @inline(__always)
+    public borrowing func withSession<R, E: Error>(_ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
+        try state.withUnsafeBytes { (k) throws(E) -> R in
+            guard nonceMode == .extended else {
+                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: nil)
+                return try body(&session)
+            }
+            return try withUnsafeTemporaryAllocation(byteCount: AEADSession.scratchSize, alignment: 16) { (scratch) throws(E) -> R in
+                scratch.initializeMemory(as: UInt8.self, repeating: 0)
+                defer { wipeMemory(scratch) }
+                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!)
+                return try body(&session)
+            }
+        }
+    }
+
     /// Encrypts `count` bytes from `input` into `output` (which may equal `input`) and writes the tag.
     ///
     /// - Parameters:
     ///   - input: plaintext (`count` bytes; any valid pointer when `count` is 0).
     ///   - output: receives `count` bytes of ciphertext; may be `input` (in place).
-    ///   - nonce: `cipher.nonceSize` bytes; MUST never repeat under this key.
+    ///   - nonce: `nonceSize` bytes; MUST never repeat under this key.
     ///   - ad: associated data, authenticated but not encrypted.
     ///   - tag: receives `AEADCipher.tagSize` bytes.
     @inline(__always)
@@ -86,23 +125,7 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         _ input: UnsafeRawPointer, count: Int, into output: UnsafeMutableRawPointer,
         nonce: UnsafeRawPointer, ad: UnsafeRawBufferPointer, tag: UnsafeMutableRawPointer
     ) {
-        let m = input.assumingMemoryBound(to: UInt8.self)
-        let c = output.assumingMemoryBound(to: UInt8.self)
-        let n = nonce.assumingMemoryBound(to: UInt8.self)
-        let a = ad.baseAddress?.assumingMemoryBound(to: UInt8.self)
-        let t = tag.assumingMemoryBound(to: UInt8.self)
-        state.withUnsafeBytes { s in
-            switch cipher {
-            case .aes256gcm:
-                _ = crypto_aead_aes256gcm_encrypt_detached_afternm(
-                    c, t, nil, m, UInt64(count), a, UInt64(ad.count), nil, n,
-                    s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))
-            case .xchacha20poly1305:
-                _ = crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
-                    c, t, nil, m, UInt64(count), a, UInt64(ad.count), nil, n,
-                    s.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
-        }
+        withSession { $0.seal(input, count: count, into: output, nonce: nonce, ad: ad, tag: tag) }
     }
 
     /// Encrypts `count` bytes at `text` in place and writes the tag (see `seal(_:count:into:nonce:ad:tag:)`).
@@ -123,27 +146,7 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         _ input: UnsafeRawPointer, count: Int, into output: UnsafeMutableRawPointer,
         nonce: UnsafeRawPointer, ad: UnsafeRawBufferPointer, tag: UnsafeRawPointer
     ) throws(CryptoError) {
-        let c = input.assumingMemoryBound(to: UInt8.self)
-        let m = output.assumingMemoryBound(to: UInt8.self)
-        let n = nonce.assumingMemoryBound(to: UInt8.self)
-        let a = ad.baseAddress?.assumingMemoryBound(to: UInt8.self)
-        let t = tag.assumingMemoryBound(to: UInt8.self)
-        let rc: Int32 = state.withUnsafeBytes { s in
-            switch cipher {
-            case .aes256gcm:
-                return crypto_aead_aes256gcm_decrypt_detached_afternm(
-                    m, nil, c, UInt64(count), t, a, UInt64(ad.count), n,
-                    s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))
-            case .xchacha20poly1305:
-                return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
-                    m, nil, c, UInt64(count), t, a, UInt64(ad.count), n,
-                    s.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
-        }
-        guard rc == 0 else {
-            if count > 0 { sodium_memzero(m, count) }
-            throw CryptoError(.authenticationFailed, "authentication failed: the data, its nonce, its associated data or the key is wrong")
-        }
+        try withSession { (s) throws(CryptoError) in try s.open(input, count: count, into: output, nonce: nonce, ad: ad, tag: tag) }
     }
 
     /// Verifies and decrypts in place (see `open(_:count:into:nonce:ad:tag:)`).
@@ -153,5 +156,24 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         ad: UnsafeRawBufferPointer, tag: UnsafeRawPointer
     ) throws(CryptoError) {
         try open(text, count: count, into: text, nonce: nonce, ad: ad, tag: tag)
+    }
+
+    /// Fills the nonces of `count` messages to be sealed under this key, `stride` bytes apart, from one CSPRNG call.
+    ///
+    /// Direct nonces are independent random values. Extended nonces follow
+    /// `AEADNonceMode.extended`'s rule: one random key nonce shared by the
+    /// batch, and GCM nonces `R ⊕ k` (random `R`, `k` = 0, 1, … in the last
+    /// four bytes), distinct within the batch and each uniformly random.
+    /// - Throws: `.libraryUnavailable` if the CSPRNG cannot run; `.invalidLength` for more than 2^32 messages.
+    public borrowing func fillNonces(_ base: UnsafeMutableRawPointer, count: Int, stride: Int) throws(CryptoError) {
+        if nonceMode == .extended {
+            try AEADNonceMode.fillExtendedNonces(base, count: count, stride: stride)
+            return
+        }
+        let n = nonceSize
+        try withUnsafeTemporaryAllocation(byteCount: n * count, alignment: 8) { (buf) throws(CryptoError) in
+            try SecureRandom.fill(buf)
+            for i in 0..<count { (base + i * stride).copyMemory(from: buf.baseAddress! + i * n, byteCount: n) }
+        }
     }
 }

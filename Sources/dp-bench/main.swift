@@ -6,6 +6,8 @@
 //       N × 4 KiB protected files against plain files, same durability
 //   dp-bench appends [--count 20000] [--bytes 100] [--rounds 7] [--dir /tmp]
 //       small appends to a protected file against O_APPEND writes to a plain file, interleaved
+//   dp-bench seal-cost [--chunks 32768] [--rounds 7]
+//       AES-256-GCM per 4 KiB chunk in memory: direct nonces against extended nonces (a subkey per key nonce)
 //   dp-bench fileops seq-write|seq-read PATH MIB | small-write|small-read DIR N | random-read PATH OPS
 //       one file operation per process on the dpctl domain's protected files (Benchmarks/compare)
 import Foundation
@@ -13,7 +15,7 @@ import Foundation
 func now() -> Double { var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t); return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
 func median(_ x: [Double]) -> Double { let s = x.sorted(); return s[s.count / 2] }
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: dp-bench throughput|small-files|appends|fileops [options] (see the header of Sources/dp-bench/main.swift)\n".utf8))
+    FileHandle.standardError.write(Data("usage: dp-bench throughput|small-files|appends|seal-cost|fileops [options] (see the header of Sources/dp-bench/main.swift)\n".utf8))
     exit(64)
 }
 
@@ -21,6 +23,7 @@ let argv = Array(CommandLine.arguments.dropFirst())
 do {
     switch argv.first {
     case "throughput": try throughput(Array(argv.dropFirst()))
+    case "seal-cost": try sealCost(Array(argv.dropFirst()))
     case "small-files": try smallFiles(Array(argv.dropFirst()))
     case "appends": try appends(Array(argv.dropFirst()))
     case "fileops": try fileOps(Array(argv.dropFirst()))

@@ -60,7 +60,7 @@ struct List: ParsableCommand {
             }
         }
         if json {
-            printJSON(rows.map { ["path": $0.0, "class": $0.1.protectionClass.name, "size": $0.1.plaintextSize, "generation": $0.1.classKeyGeneration, "cipher": "\($0.1.cipher)", "type": Self.contentType($0.0)] as [String: Any] })
+            printJSON(rows.map { ["path": $0.0, "class": $0.1.protectionClass.name, "size": $0.1.plaintextSize, "generation": $0.1.classKeyGeneration, "cipher": "\($0.1.cipher)", "format": Int($0.1.formatVersion), "type": Self.contentType($0.0)] as [String: Any] })
             return
         }
         for (p, i) in rows {

@@ -8,7 +8,7 @@ import PathSyntax
 final class JournalTests: XCTestCase {
     let options = ProtectedFileOptions(chunkSize: 4096)
     /// Where chunk `i` starts on disk.
-    func chunkOffset(_ i: Int) -> Int { 176 + i * (4096 + options.cipher.overhead) }
+    func chunkOffset(_ i: Int) -> Int { 176 + i * (4096 + ChunkCipher.forNewFiles(options.cipher).overhead) }
 
     /// A committed file of `count` bytes of pattern `seed`, written atomically.
     func committedFile(_ files: ProtectedFiles, _ path: String, count: Int = 10 * 4096 + 100, seed: UInt64 = 1) throws -> [UInt8] {

@@ -88,7 +88,7 @@ final class LiveLockTests: XCTestCase {
         _ = try locker.lock { keys.drop() }
         // The write was in flight, so lock waited for it: when lock returns, every chunk is on disk.
         let onDiskAtLock = try FileManager.default.attributesOfItem(atPath: "\(dir)/big")[.size] as? Int ?? 0
-        let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: h.chunkSize, overhead: h.cipher.overhead)
+        let layout = h.layout
         XCTAssertEqual(Int64(onDiskAtLock), layout.fileSize(forPlaintextSize: Int64(data.count)), "lock returned before the in-flight write finished")
         done.wait()
         keys.install(keyList)

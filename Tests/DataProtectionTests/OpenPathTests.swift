@@ -87,7 +87,7 @@ final class OpenPathTests: XCTestCase {
         }
         let cut = "\(dir)/cut"
         try good.write([UInt8](repeating: 9, count: 9000), to: cut, protection: .complete)
-        XCTAssertEqual(truncate(cut, off_t(FileHeader.size + 4096 + 28)), 0)  // header and chunk 0 only
+        XCTAssertEqual(truncate(cut, off_t(FileHeader.size + 4096 + ChunkCipher.forNewFiles(.preferred).overhead)), 0)  // header and chunk 0 only
         for files in [good, shortReads] {
             XCTAssertThrowsError(try { _ = try files.open(cut) }()) { error in
                 XCTAssertEqual((error as? ProtectionError)?.code, .authenticationFailed, "\(error)")
@@ -107,7 +107,7 @@ final class OpenPathTests: XCTestCase {
         for p in [lastChunk, header, size] { try good.write([UInt8](repeating: 3, count: 5000), to: p, protection: .complete) }
         try flipByte(lastChunk, fromEnd: 10)
         try flipByte(header, at: 100)  // inside the header
-        XCTAssertEqual(truncate(size, off_t(FileHeader.size + 4096 + 28 + 10)), 0)  // a last chunk shorter than its tag
+        XCTAssertEqual(truncate(size, off_t(FileHeader.size + 4096 + ChunkCipher.forNewFiles(.preferred).overhead + 10)), 0)  // a last chunk shorter than its tag
         for p in [lastChunk, header, size] {
             XCTAssertThrowsError(try { _ = try files.open(p) }(), p)
         }

@@ -23,7 +23,7 @@ final class ProtectedFileTests: XCTestCase {
                     XCTAssertEqual(info.protectionClass, c)
                     XCTAssertEqual(info.cipher, cipher)
                     XCTAssertEqual(info.plaintextSize, Int64(n))
-                    XCTAssertEqual(Int64(try readBytes(path).count), ChunkLayout(headerSize: 176, chunkSize: 4096, overhead: cipher.overhead).fileSize(forPlaintextSize: Int64(n)))
+                    XCTAssertEqual(Int64(try readBytes(path).count), ChunkLayout(headerSize: 176, chunkSize: 4096, overhead: ChunkCipher.forNewFiles(cipher).overhead).fileSize(forPlaintextSize: Int64(n)))
                 }
             }
         }
@@ -62,7 +62,7 @@ final class ProtectedFileTests: XCTestCase {
         defer { h.close() }
         try h.write(bytes, at: 0)
         let batch = ProtectedFileHandle.batchBytes / h.chunkSize
-        let limit = (batch + 1) * (h.chunkSize + AEADCipher.preferred.overhead)
+        let limit = (batch + 1) * h.layout.stride
         XCTAssertLessThanOrEqual(h.stagingBytes, limit)
         XCTAssertEqual(try h.read(at: 0, count: bytes.count), bytes)
         XCTAssertLessThanOrEqual(h.stagingBytes, limit)

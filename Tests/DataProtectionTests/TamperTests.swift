@@ -32,7 +32,7 @@ final class TamperTests: XCTestCase {
         var rng = TestRNG(seed: 7)
         for cipher in AEADCipher.allCases where cipher.isAvailable {
             let files = ProtectedFiles(keys: keys, options: .init(cipher: cipher, chunkSize: cs))
-            let overhead = cipher.overhead, stride = cs + overhead
+            let overhead = ChunkCipher.forNewFiles(cipher).overhead, stride = cs + overhead
             for cls in [ProtectionClass.complete, .completeUnlessOpen] {
                 for n in [0, 1, cs - 1, cs, cs + 1, 3 * cs + 7] {
                     let plain = rng.bytes(n)

@@ -24,7 +24,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     public let path: String
     /// The file's protection class.
     public let protectionClass: ProtectionClass
-    /// The file's cipher.
+    /// The file's cipher (AES-256-GCM also for format-1 files with 96-bit nonces: see `header.cipher`).
     public let cipher: AEADCipher
     /// Plaintext bytes per chunk.
     public var chunkSize: Int { layout.chunkSize }
@@ -125,7 +125,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
         self.entryPoint = via
         self.path = path
         self.protectionClass = header.protectionClass
-        self.cipher = header.cipher
+        self.cipher = header.cipher.algorithm
         self.header = header
         self.layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: header.chunkSize, overhead: header.cipher.overhead)
         self.writable = writable
@@ -318,7 +318,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
             do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to create '\(path)': \(error.message)", path: path, underlying: error)
             }
-            sealer.seal(slot, count: 0, intoSlot: slot, index: 0, last: true)
+            sealer.withSession { sealer.seal(slot, count: 0, intoSlot: slot, index: 0, last: true, in: &$0) }
             let chunkAt = Int(layout.offset(ofChunk: 0)), total = chunkAt + layout.overhead
             assert(header.count == chunkAt, "the header ends where chunk 0 starts")
             try withUnsafeTemporaryAllocation(byteCount: total, alignment: 16) { (b) throws(ProtectionError) in
@@ -344,7 +344,9 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
                 // Opened straight from the bytes read at open into the slot's plaintext place.
                 let r: Result<Void, CryptoError> = prefix.withUnsafeBytes { p in
                     do throws(CryptoError) {
-                        try sealer.open(slot: p.baseAddress! + start, count: plen, into: slot + sealer.nonceSize, index: last, last: true)
+                        try sealer.withSession { (session) throws(CryptoError) in
+                            try sealer.open(slot: p.baseAddress! + start, count: plen, into: slot + sealer.nonceSize, index: last, last: true, in: &session)
+                        }
                         return .success(())
                     } catch { return .failure(error) }
                 }
@@ -418,7 +420,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
         let cs = Int64(layout.chunkSize)
         if st.tail >= 0, layout.chunkIndex(containing: from) == st.tail, layout.chunkIndex(containing: to - 1) == st.tail {
             // Served from the chunk authenticated at open.
-            out.copyMemory(from: st.staging.baseAddress! + cipher.nonceSize + Int(from - st.tail * cs), byteCount: Int(to - from))
+            out.copyMemory(from: st.staging.baseAddress! + header.cipher.nonceSize + Int(from - st.tail * cs), byteCount: Int(to - from))
             return
         }
         let lastOfFile = layout.chunkCount(forPlaintextSize: st.size) - 1
@@ -441,21 +443,23 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
                 guard got == len else {
                     throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks (truncated while open?); restore it from a backup", path: path)
                 }
-                for k in part {
-                    let j = first + Int64(k)
-                    let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
-                    let slot = staging + k * stride
-                    let cStart = j * cs
-                    let wantFrom = max(from, cStart), wantTo = min(to, cStart + Int64(plen))
-                    do throws(CryptoError) {
-                        if wantFrom == cStart && wantTo == cStart + Int64(plen) {
-                            try sealer.open(slot: slot, count: plen, into: out + Int(cStart - from), index: j, last: j == lastOfFile)
-                        } else {
-                            let plain = slot + sealer.nonceSize
-                            try sealer.open(slot: slot, count: plen, into: plain, index: j, last: j == lastOfFile)
-                            (out + Int(wantFrom - from)).copyMemory(from: plain + Int(wantFrom - cStart), byteCount: Int(wantTo - wantFrom))
-                        }
-                    } catch { throw authFailure(error, chunk: j) }
+                try sealer.withSession { (session) throws(ProtectionError) in
+                    for k in part {
+                        let j = first + Int64(k)
+                        let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
+                        let slot = staging + k * stride
+                        let cStart = j * cs
+                        let wantFrom = max(from, cStart), wantTo = min(to, cStart + Int64(plen))
+                        do throws(CryptoError) {
+                            if wantFrom == cStart && wantTo == cStart + Int64(plen) {
+                                try sealer.open(slot: slot, count: plen, into: out + Int(cStart - from), index: j, last: j == lastOfFile, in: &session)
+                            } else {
+                                let plain = slot + sealer.nonceSize
+                                try sealer.open(slot: slot, count: plen, into: plain, index: j, last: j == lastOfFile, in: &session)
+                                (out + Int(wantFrom - from)).copyMemory(from: plain + Int(wantFrom - cStart), byteCount: Int(wantTo - wantFrom))
+                            }
+                        } catch { throw authFailure(error, chunk: j) }
+                    }
                 }
             }
             i += Int64(n)
@@ -474,8 +478,9 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
             throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks; restore it from a backup", path: path)
         }
         let plain = slot + sealer.nonceSize
+        let last = j == layout.chunkCount(forPlaintextSize: size) - 1
         do throws(CryptoError) {
-            try sealer.open(slot: slot, count: plen, into: plain, index: j, last: j == layout.chunkCount(forPlaintextSize: size) - 1)
+            try sealer.withSession { (session) throws(CryptoError) in try sealer.open(slot: slot, count: plen, into: plain, index: j, last: last, in: &session) }
         } catch { throw authFailure(error, chunk: j) }
         return plain
     }
@@ -538,24 +543,26 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
             // `pwrite` per run of them (the file's inode lock admits one writer at a time anyway).
             let first = i, fd = st.fd, tailPlain = st.tailSlot + nonce
             try ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { (part) throws(ProtectionError) in
-                for k in part {
-                    let j = first + Int64(k)
-                    let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
-                    let slot = staging + k * stride  // all but the file's last chunk are full
-                    var from = UnsafeRawPointer(slot + nonce)
-                    if c.whole {
-                        switch src {
-                        case .memory(let p): from = p + Int(j * cs - offset)  // sealed straight from the caller's buffer
-                        case .file: try copy(src, j * cs - offset, count: c.length, to: slot + nonce)  // read by the core that seals it
-                        case .zeros: break
+                try sealer.withSession { (session) throws(ProtectionError) in
+                    for k in part {
+                        let j = first + Int64(k)
+                        let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
+                        let slot = staging + k * stride  // all but the file's last chunk are full
+                        var from = UnsafeRawPointer(slot + nonce)
+                        if c.whole {
+                            switch src {
+                            case .memory(let p): from = p + Int(j * cs - offset)  // sealed straight from the caller's buffer
+                            case .file: try copy(src, j * cs - offset, count: c.length, to: slot + nonce)  // read by the core that seals it
+                            case .zeros: break
+                            }
                         }
+                        if j == newLast {
+                            // Kept for the next append, and sealed from the kept copy: the two cannot differ.
+                            tailPlain.copyMemory(from: from, byteCount: c.length)
+                            from = UnsafeRawPointer(tailPlain)
+                        }
+                        sealer.seal(from, count: c.length, intoSlot: slot, index: j, last: j == newLast, in: &session)
                     }
-                    if j == newLast {
-                        // Kept for the next append, and sealed from the kept copy: the two cannot differ.
-                        tailPlain.copyMemory(from: from, byteCount: c.length)
-                        from = UnsafeRawPointer(tailPlain)
-                    }
-                    sealer.seal(from, count: c.length, intoSlot: slot, index: j, last: j == newLast)
                 }
             } thenInOrder: { (run) throws(ProtectionError) in
                 let bytes = diskLength(first: first + Int64(run.lowerBound), n: run.count, size: newSize)
@@ -620,7 +627,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
         do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
             throw ProtectionError(.io(EIO), "unable to truncate '\(path)': \(error.message)", path: path, underlying: error)
         }
-        sealer.seal(plain, count: newLen, intoSlot: slot, index: last, last: true)
+        sealer.withSession { sealer.seal(plain, count: newLen, intoSlot: slot, index: last, last: true, in: &$0) }
         let sealed = UnsafeRawBufferPointer(start: slot, count: newLen + layout.overhead)
         if journaled {
             try st.journal!.begin(

@@ -11,6 +11,7 @@ import Glibc
 /// Settings for new protected files.
 public struct ProtectedFileOptions: Sendable, Equatable {
     /// Cipher for new files. Default: AES-256-GCM where the CPU supports it, else XChaCha20-Poly1305.
+    /// New files use AES-256-GCM with extended nonces (format version 2, FORMAT.md §7).
     public var cipher: AEADCipher
     /// Plaintext bytes per chunk: a power of two from 4 KiB to 16 MiB. Default 4 KiB (FORMAT.md §8).
     public var chunkSize: Int
@@ -41,6 +42,10 @@ public struct ProtectedFileInfo: Sendable, Equatable {
     public let plaintextSize: Int64
     /// The class-key generation the per-file key is wrapped with.
     public let classKeyGeneration: UInt32
+    /// The format version: 2 for files written since extended nonces; 1 for older files, which keep it
+    /// until a whole-file write replaces them (an AES-256-GCM file of version 1 has a budget of 2^32 chunk
+    /// seals, FORMAT.md §7).
+    public let formatVersion: UInt8
 }
 
 /// Creates, opens, reads and atomically writes protected files.
@@ -284,12 +289,13 @@ public final class ProtectedFiles: Sendable {
         guard options.cipher.isAvailable else {
             throw ProtectionError(.unsupportedCipher, "unable to create '\(path)': \(options.cipher) is not supported on this CPU; use XChaCha20-Poly1305", path: path)
         }
+        let cipher = ChunkCipher.forNewFiles(options.cipher)
         do throws(ProtectionError) {
             // Refused before anything is created when the class is locked already; `admit` checks again.
             try revocation.refuseIfLocked(protection, via: via)
             let generation = try keys.currentGeneration(of: protection)
             var header = FileHeader(
-                protectionClass: protection, cipher: options.cipher, chunkShift: shift, classKeyGeneration: generation,
+                version: FileHeader.currentVersion, protectionClass: protection, cipher: cipher, chunkShift: shift, classKeyGeneration: generation,
                 fileID: try crypto { () throws(CryptoError) in try SecureRandom.bytes(16) },
                 wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
             let fd: Int32
@@ -306,7 +312,7 @@ public final class ProtectedFiles: Sendable {
                     guard header.wrappedKey.count == FileHeader.wrappedKeyLength(for: protection) else {
                         throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(protection)")
                     }
-                    let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: options.cipher) }
+                    let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: cipher) }
                     header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
                     return makeHandle(
                         path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false, via: via)
@@ -405,7 +411,9 @@ public final class ProtectedFiles: Sendable {
             guard let size = layout.plaintextSize(forFileSize: fileSize) else {
                 throw ProtectionError(.authenticationFailed, "its size (\(fileSize) bytes) fits no valid file: it was truncated or extended; restore it from a backup")
             }
-            return ProtectedFileInfo(protectionClass: h.protectionClass, cipher: h.cipher, chunkSize: h.chunkSize, plaintextSize: size, classKeyGeneration: h.classKeyGeneration)
+            return ProtectedFileInfo(
+                protectionClass: h.protectionClass, cipher: h.cipher.algorithm, chunkSize: h.chunkSize, plaintextSize: size,
+                classKeyGeneration: h.classKeyGeneration, formatVersion: h.version)
         } catch { throw error.about(path, "inspect") }
     }
 

@@ -6,11 +6,14 @@ import ProtectionCrypto
 /// `fileID (16) ‖ chunk index (u64, big-endian) ‖ last-chunk flag (1 byte)`,
 /// so a chunk cannot be moved to another file or index, and truncation or
 /// extension changes which chunk must carry the flag.
+///
+/// Sealing and opening run in a session (`withSession`), one per thread: with
+/// extended nonces it keeps the subkey of the last key nonce, so the chunks of
+/// one batch, which share it (`fillNonces`), derive it once.
 struct ChunkSealer: Sendable {
     let fileID: [UInt8]
     let keys: FileKeys
-    var cipher: AEADCipher { keys.content.cipher }
-    var nonceSize: Int { keys.content.cipher.nonceSize }
+    var nonceSize: Int { keys.content.nonceSize }
     static let adSize = 25
 
     /// Builds the associated data for chunk `index` into `ad` (25 bytes).
@@ -22,36 +25,39 @@ struct ChunkSealer: Sendable {
         ad[24] = last ? 1 : 0
     }
 
+    /// Runs `body` with a session of the content key (see `AEADKey.withSession`).
+    @inline(__always)
+    func withSession<R, E: Error>(_ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
+        try keys.content.withSession(body)
+    }
+
     /// Seals `count` plaintext bytes from `plaintext` into the chunk slot at `slot`
     /// (`nonce ‖ ciphertext ‖ tag`); the nonce must already be in the slot's first bytes.
     @inline(__always)
-    func seal(_ plaintext: UnsafeRawPointer, count: Int, intoSlot slot: UnsafeMutableRawPointer, index: Int64, last: Bool) {
+    func seal(_ plaintext: UnsafeRawPointer, count: Int, intoSlot slot: UnsafeMutableRawPointer, index: Int64, last: Bool, in session: inout AEADSession) {
+        let n = nonceSize
         withUnsafeTemporaryAllocation(byteCount: Self.adSize, alignment: 8) { ad in
             fillAD(ad, index: index, last: last)
-            keys.content.seal(
-                plaintext, count: count, into: slot + nonceSize, nonce: slot, ad: UnsafeRawBufferPointer(ad),
-                tag: slot + nonceSize + count)
+            session.seal(plaintext, count: count, into: slot + n, nonce: slot, ad: UnsafeRawBufferPointer(ad), tag: slot + n + count)
         }
     }
 
     /// Opens the chunk in `slot` holding `count` plaintext bytes into `output` (may be `slot + nonceSize`).
     /// - Throws: `CryptoError.authenticationFailed`; `output` is zeroed then.
     @inline(__always)
-    func open(slot: UnsafeRawPointer, count: Int, into output: UnsafeMutableRawPointer, index: Int64, last: Bool) throws(CryptoError) {
+    func open(
+        slot: UnsafeRawPointer, count: Int, into output: UnsafeMutableRawPointer, index: Int64, last: Bool, in session: inout AEADSession
+    ) throws(CryptoError) {
+        let n = nonceSize
         try withUnsafeTemporaryAllocation(byteCount: Self.adSize, alignment: 8) { (ad) throws(CryptoError) in
             fillAD(ad, index: index, last: last)
-            try keys.content.open(
-                slot + nonceSize, count: count, into: output, nonce: slot, ad: UnsafeRawBufferPointer(ad),
-                tag: slot + nonceSize + count)
+            try session.open(slot + n, count: count, into: output, nonce: slot, ad: UnsafeRawBufferPointer(ad), tag: slot + n + count)
         }
     }
 
-    /// Fills the nonce of each of `count` slots spaced `stride` apart, with one call to the CSPRNG.
+    /// Fills the nonce of each of `count` slots spaced `stride` apart for one batch of seals, with one call to the
+    /// CSPRNG (FORMAT.md §6.1: random nonces; with extended nonces one key nonce per batch).
     func fillNonces(_ base: UnsafeMutableRawPointer, count: Int, stride: Int) throws(CryptoError) {
-        let n = nonceSize
-        try withUnsafeTemporaryAllocation(byteCount: n * count, alignment: 8) { (buf) throws(CryptoError) in
-            try SecureRandom.fill(buf)
-            for i in 0..<count { (base + i * stride).copyMemory(from: buf.baseAddress! + i * n, byteCount: n) }
-        }
+        try keys.content.fillNonces(base, count: count, stride: stride)
     }
 }

@@ -4,28 +4,32 @@ import ProtectionCrypto
 import Glibc
 #endif
 
-/// The fixed-size header of a protected file, format v1 (see FORMAT.md §3).
+/// The fixed-size header of a protected file, format versions 1 and 2 (see FORMAT.md §3).
 ///
 /// Encoding and parsing here are pure: no I/O and no keys. Authentication of
 /// the header happens in `FileKeys` (the key wrap binds the fixed fields; the
 /// header MAC binds every byte).
 struct FileHeader: Equatable, Sendable {
     static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x46, 0x0D, 0x0A, 0x1A, 0x0A]  // "\x89DPF\r\n\x1a\n"
-    static let version: UInt8 = 1
+    /// The version new files get: 2, whose ciphers have no reachable nonce budget (FORMAT.md §7, §9).
+    static let currentVersion: UInt8 = 2
+    /// Versions this implementation reads (and writes in place: a file keeps its version).
+    static let readableVersions: ClosedRange<UInt8> = 1...2
     /// Bytes 0..<40: the fixed fields, also the associated data of the key wrap.
     static let fixedSize = 40
     /// Room for the wrapped per-file key: the largest wrapping (class B's sealing).
     static let wrappedKeySlot = KeySealing.overhead + 32  // 104
     static let macSize = 32
-    /// Total header size in v1, for every class.
+    /// Total header size, for every class and version.
     static let size = fixedSize + wrappedKeySlot + macSize  // 176
     static let minChunkShift: UInt8 = 12
     static let maxChunkShift: UInt8 = 24
-    /// Feature flags this implementation understands (none in v1).
+    /// Feature flags this implementation understands (none in versions 1 and 2).
     static let knownFlags: UInt32 = 0
 
+    var version: UInt8 = FileHeader.currentVersion
     var protectionClass: ProtectionClass
-    var cipher: AEADCipher
+    var cipher: ChunkCipher
     var chunkShift: UInt8
     var flags: UInt32 = 0
     var classKeyGeneration: UInt32
@@ -45,7 +49,7 @@ struct FileHeader: Equatable, Sendable {
     func fixedBytes() -> [UInt8] {
         var b = [UInt8](); b.reserveCapacity(Self.fixedSize)
         b += Self.magic
-        b += [Self.version, protectionClass.rawValue, cipher.rawValue, chunkShift]
+        b += [version, protectionClass.rawValue, cipher.rawValue, chunkShift]
         b.appendBE(flags)
         b.appendBE(UInt16(Self.size))
         b.appendBE(UInt16(wrappedKey.count))
@@ -76,8 +80,11 @@ struct FileHeader: Equatable, Sendable {
             throw ProtectionError(.notProtected, "it is not a protected file (no protected-file magic); protect it with `dpctl protect`")
         }
         guard bytes.count >= fixedSize else { throw ProtectionError(.corruptHeader, "the header is truncated (\(bytes.count) of \(size) bytes); restore the file from a backup") }
-        guard bytes[8] == version else {
-            throw ProtectionError(.unsupportedVersion, "the file uses format version \(bytes[8]); this library reads version \(version); upgrade swift-data-protection")
+        let version = bytes[8]
+        guard readableVersions.contains(version) else {
+            throw ProtectionError(
+                .unsupportedVersion,
+                "the file uses format version \(version); this library reads versions \(readableVersions.lowerBound)…\(readableVersions.upperBound); upgrade swift-data-protection")
         }
         guard bytes.count >= size else { throw ProtectionError(.corruptHeader, "the header is truncated (\(bytes.count) of \(size) bytes); restore the file from a backup") }
         let flags = bytes.readBE(UInt32.self, at: 12)
@@ -85,7 +92,8 @@ struct FileHeader: Equatable, Sendable {
             throw ProtectionError(.unsupportedFeature, "the file uses feature flags 0x\(String(flags, radix: 16)) unknown to this version; upgrade swift-data-protection")
         }
         guard let cls = ProtectionClass(rawValue: bytes[9]) else { throw corrupt("unknown protection class \(bytes[9])") }
-        guard let cipher = AEADCipher(rawValue: bytes[10]) else { throw corrupt("unknown cipher \(bytes[10])") }
+        guard let cipher = ChunkCipher(rawValue: bytes[10]) else { throw corrupt("unknown cipher \(bytes[10])") }
+        guard cipher.isAllowed(inVersion: version) else { throw corrupt("cipher \(cipher.rawValue) is not defined in format version \(version)") }
         let shift = bytes[11]
         guard (minChunkShift...maxChunkShift).contains(shift) else { throw corrupt("chunk size 2^\(shift) out of range") }
         guard bytes.readBE(UInt16.self, at: 16) == UInt16(size) else { throw corrupt("header size field is not \(size)") }
@@ -94,7 +102,7 @@ struct FileHeader: Equatable, Sendable {
         let slotEnd = fixedSize + wrappedKeySlot
         guard bytes[(fixedSize + wlen)..<slotEnd].allSatisfy({ $0 == 0 }) else { throw corrupt("key slot padding is not zero") }
         return FileHeader(
-            protectionClass: cls, cipher: cipher, chunkShift: shift, flags: flags,
+            version: version, protectionClass: cls, cipher: cipher, chunkShift: shift, flags: flags,
             classKeyGeneration: bytes.readBE(UInt32.self, at: 20),
             fileID: Array(bytes[24..<40]), wrappedKey: Array(bytes[fixedSize..<(fixedSize + wlen)]),
             mac: Array(bytes[slotEnd..<size]))

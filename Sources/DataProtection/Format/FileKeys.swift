@@ -2,7 +2,8 @@ import ProtectionCrypto
 
 /// The keys one open protected file uses, derived from its per-file key (FORMAT.md §3.3).
 ///
-/// `content` seals chunks; `mac` authenticates the header. The per-file key
+/// `content` seals chunks (with extended nonces it is the master of a subkey per key nonce); `mac`
+/// authenticates the header. The per-file key
 /// itself is not kept: it is unwrapped again when it must be rewrapped.
 /// Dropping the last reference zeroes everything (the storage is `SecretBytes`).
 final class FileKeys: Sendable {
@@ -12,9 +13,9 @@ final class FileKeys: Sendable {
     static let contentContext: StaticString = "dpfchunk"
     static let headerContext: StaticString = "dpfheadr"
 
-    init(fileKey: borrowing SecretBytes, cipher: AEADCipher) throws(CryptoError) {
+    init(fileKey: borrowing SecretBytes, cipher: ChunkCipher) throws(CryptoError) {
         let ck = try KeyDerivation.subkey(of: fileKey, context: Self.contentContext, id: 1)
-        content = try AEADKey(cipher, key: ck)
+        content = try AEADKey(cipher.algorithm, key: ck, nonceMode: cipher.nonceMode)
         mac = try KeyDerivation.subkey(of: fileKey, context: Self.headerContext, id: 1)
     }
 
