@@ -35,7 +35,7 @@ extension ProtectedFiles {
     @discardableResult
     public func rewrap(_ path: String, to c: ProtectionClass, generation: UInt32? = nil, sync: Bool = true) throws(ProtectionError) -> RewrapOutcome {
         let fd: Int32
-        do throws(SystemError) { fd = try io.open(path, flags: O_RDWR, mode: 0) } catch { throw ProtectionError.errno(error.errno, "rewrap", path) }
+        do throws(SystemError) { fd = try io.open(path, flags: O_RDWR, mode: 0) } catch { throw io.failure(error, "rewrap", path) }
         defer { io.close(fd) }
         do throws(ProtectionError) {
             var (header, _, raw) = try readPrefix(fd, path)

@@ -284,7 +284,7 @@ public final class ProtectedFiles: Sendable {
             header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
             let fd: Int32
             do throws(SystemError) { fd = try io.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600) } catch {
-                throw ProtectionError.errno(error.errno, "create", path)
+                throw io.failure(error, "create", path)
             }
             let h = makeHandle(path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false)
             do throws(ProtectionError) {
@@ -331,7 +331,7 @@ public final class ProtectedFiles: Sendable {
     private func openNow(_ path: String, forWriting: Bool, confirmingEnd: Bool, endUnconfirmed: inout Bool) throws(ProtectionError) -> ProtectedFileHandle {
         let fd: Int32
         do throws(SystemError) { fd = try io.open(path, flags: forWriting ? O_RDWR : O_RDONLY, mode: 0) } catch {
-            throw ProtectionError.errno(error.errno, "open", path)
+            throw io.failure(error, "open", path)
         }
         let h: ProtectedFileHandle, prefix: [UInt8]
         do throws(ProtectionError) {
@@ -358,7 +358,7 @@ public final class ProtectedFiles: Sendable {
     /// The header facts of `path`, without any key.
     public func info(_ path: String) throws(ProtectionError) -> ProtectedFileInfo {
         let fd: Int32
-        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw ProtectionError.errno(error.errno, "inspect", path) }
+        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw io.failure(error, "inspect", path) }
         defer { io.close(fd) }
         do throws(ProtectionError) {
             let (h, fileSize, _) = try readPrefix(fd, path)
@@ -442,7 +442,7 @@ public final class ProtectedFiles: Sendable {
                 // The lock goes with the descriptor: only now that the temporary name is gone.
                 h.close()
                 if durable { try io.syncDirectory(of: path) }
-            } catch { throw ProtectionError.errno(error.errno, "replace", path) }
+            } catch { throw io.failure(error, "replace", path) }
             // A journal left by an interrupted change of the old file is about that file (its identifier): drop it.
             _ = try? JournalRecoverer(io: io, dataPath: path).run()
         } catch {
