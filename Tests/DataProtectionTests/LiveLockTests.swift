@@ -227,6 +227,25 @@ final class LiveLockTests: XCTestCase {
         h.close()
     }
 
+    /// A process that claimed an auto-lock's warning and died before locking (simulated: the claim is made in the
+    /// shared page and no sequence runs): another listener locks after the deadline, and every attachment gets one didLock.
+    func testAutoLockIsTakenOverWhenTheWarningProcessDied() throws {
+        let (_, runtime, id) = try makeDomain()
+        let lives = try (0..<2).map { _ in try LiveLock(domainID: id, runtimeDirectory: runtime) }
+        let logs = lives.map { EventLog([$0]) }
+        let deadline = unixMillis() + 300
+        lives[0].state.setAutoLock(deadline: deadline, graceMillis: 100)
+        XCTAssertTrue(lives[0].state.claimWarning(deadline))  // the "dead" process's claim: nobody will send willLock
+        let limit = Date().addingTimeInterval(10)
+        while logs.contains(where: { $0.list.isEmpty }) && Date() < limit { usleep(10_000) }
+        for (i, log) in logs.enumerated() {
+            XCTAssertEqual(log.list.map(\.event), [.didLock(LiveLock.lockClasses)], "attachment \(i)")
+            XCTAssertGreaterThanOrEqual(log.list.first?.at ?? 0, Double(deadline + LiveLock.takeoverMillis), "attachment \(i): took over early")
+        }
+        XCTAssertTrue(lives[1].isLocked(.complete))
+        XCTAssertEqual(lives[1].autoLockDeadlineUnixMillis, nil)
+    }
+
     func testDeadProcessSocketIsSkipped() throws {
         let (_, runtime, id) = try makeDomain()
         let live = try LiveLock(domainID: id, runtimeDirectory: runtime)
