@@ -10,7 +10,9 @@
 //     (that handle keeps working while locked) and creates new files (creating works
 //     while locked too);
 //   - `completeUntilFirstUserAuthentication` and `none` tasks work through every lock.
-// It listens to willLock / didLock / didUnlock and prints what it sees.
+// It listens to willLock / didLock / didUnlock and prints what it sees; --log records each event
+// with the deadline willLock names and the Unix milliseconds at which it arrived. Every lock
+// (`dpctl lock`, `unlock --timeout`'s auto-lock) sends willLock first, unless `lock --now`.
 //
 //   dp-example-service --work DIR [--home DIR] [--tasks-per-class 1] [--seconds 10]
 //                      [--log FILE] [--ready FILE] [--hold N]
@@ -88,6 +90,21 @@ final class Journal: Sendable {
         if result == "violation" || result == "error" { print("dp-example-service: \(result): \(op) \(file): \(detail)") }
         let line = "{\"op\":\"\(op)\",\"class\":\"\(cls.name)\",\"file\":\"\(file)\",\"v\":\(version),\"start\":\(start),\"end\":\(nowNanos()),\"result\":\"\(result)\"}\n"
         out.withLock { $0?.write(Data(line.utf8)) }
+    }
+
+    /// Logs a domain event: `{"event":"willLock","deadline":<Unix ms>,"at":<Unix ms>,"t":<monotonic ns>}`.
+    func event(_ e: DomainEvent) {
+        print("dp-example-service: \(e)")
+        var t = timespec()
+        clock_gettime(CLOCK_REALTIME, &t)
+        let at = Double(t.tv_sec) * 1000 + Double(t.tv_nsec) / 1e6
+        let fields: String
+        switch e {
+        case .willLock(let deadline): fields = "\"event\":\"willLock\",\"deadline\":\(deadline)"
+        case .didLock: fields = "\"event\":\"didLock\""
+        case .didUnlock: fields = "\"event\":\"didUnlock\""
+        }
+        out.withLock { $0?.write(Data("{\(fields),\"at\":\(at),\"t\":\(nowNanos())}\n".utf8)) }
     }
 
     func note(_ s: String) {
@@ -205,7 +222,7 @@ do {
     let held = heldHandles
     // After an unlock, use the held handles again, as an app resuming work would: each gets its keys back.
     let events = live.onEvent { event in
-        journal.note("\(event)")
+        journal.event(event)
         if case .didUnlock = event { for h in held { _ = try? h.read(at: 0, count: 1) } }
     }
     if let ready = options.ready { FileManager.default.createFile(atPath: ready, contents: Data("\(getpid())\n".utf8)) }

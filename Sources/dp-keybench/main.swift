@@ -109,5 +109,5 @@ let total = try time {
 }
 let perFile = seconds(lastFile - firstFile!) / Double(bigCount - 1)
 print(String(format: "rotation of %d files: %.2f s total (incl. one Argon2id and the directory scan); %.0f files/s while rewrapping (%.1f µs per file)", bigCount, total, 1 / perFile, perFile * 1e6))
-try small.lock(evictAll: true)
-try big.lock(evictAll: true)
+try small.lock(evictAll: true, grace: .zero)
+try big.lock(evictAll: true, grace: .zero)

@@ -33,19 +33,36 @@ struct Init: ParsableCommand {
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Unlock the domain: the passphrase's class keys go into the kernel keyring.",
-        discussion: "With --timeout, classes complete and completeUnlessOpen lock by themselves when the kernel expires their keys; completeUntilFirstUserAuthentication stays until `lock --evict-all`.")
+        discussion: "With --timeout, classes complete and completeUnlessOpen lock by themselves when the kernel expires their keys; running apps get `willLock` --grace before (default 500ms). completeUntilFirstUserAuthentication stays until `lock --evict-all`.")
     @OptionGroup var domain: DomainOptions
     @OptionGroup var passphrase: PassphraseOptions
     @Option(help: ArgumentHelp("Lock again automatically after this long: 90, 90s, 15m, 2h.", valueName: "duration"))
     var timeout: String?
+    @Option(help: ArgumentHelp("With --timeout: tell running apps `willLock` this long before the auto-lock: 500ms (default), 2s, 0.", valueName: "duration"))
+    var grace: String?
 
     func run() throws {
         let seconds = try timeout.map(parseDuration)
+        if grace != nil && seconds == nil { throw CLIError(exit: .usage, message: "--grace needs --timeout", hint: "`dpctl unlock --timeout 15m --grace 2s`; a plain `dpctl lock` takes its own --grace") }
+        let warning = try grace.map(parseGrace) ?? LiveLock.defaultGrace
         let d = try domain.open()
         let secret = try passphrase.source.read()
-        try d.unlock(passphrase: secret, timeout: seconds)
-        note("unlocked\(seconds.map { "; classes complete and completeUnlessOpen lock again in \($0) s" } ?? "")")
+        try d.unlock(passphrase: secret, timeout: seconds, grace: warning)
+        note("unlocked\(seconds.map { "; classes complete and completeUnlessOpen lock again in \($0) s (running apps are told \(milliseconds(warning)) ms before)" } ?? "")")
     }
+}
+
+/// `d` in whole milliseconds, for messages.
+func milliseconds(_ d: Duration) -> Int64 { d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000 }
+
+/// Parses a grace period: `500ms`, `2s`, `1.5s`, `2` (seconds), `0`; at most one hour.
+func parseGrace(_ s: String) throws -> Duration {
+    let ms: Double?
+    if s.hasSuffix("ms") { ms = Double(s.dropLast(2)) } else { ms = Double(s.hasSuffix("s") ? String(s.dropLast()) : s).map { $0 * 1000 } }
+    guard let ms, ms.isFinite, ms >= 0, ms <= 3_600_000, s.first?.isNumber == true else {
+        throw CLIError(exit: .usage, message: "invalid --grace '\(s)'", hint: "use milliseconds or seconds: 500ms, 2s, 1.5s, 0 (or `dpctl lock --now`)")
+    }
+    return .milliseconds(Int64(ms.rounded()))
 }
 
 /// Parses `90`, `90s`, `15m`, `2h` into seconds.
@@ -62,18 +79,24 @@ func parseDuration(_ s: String) throws -> UInt32 {
 
 /// `dpctl lock`.
 struct Lock: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Lock the domain: remove classes complete and completeUnlessOpen from the keyring.")
+    static let configuration = CommandConfiguration(
+        abstract: "Lock the domain: remove classes complete and completeUnlessOpen from the keyring.",
+        discussion: "Running apps get `willLock` with the deadline first, and the lock happens at that deadline: 500ms after the command starts unless --grace says otherwise. --now locks at once and sends no `willLock`.")
     @OptionGroup var domain: DomainOptions
     @Flag(name: .customLong("evict-all"), help: "Also remove completeUntilFirstUserAuthentication (the analogue of a reboot).")
     var evictAll = false
-    @Option(help: ArgumentHelp("Tell running apps `willLock` first and lock when this many seconds have passed (Apple waits about 10).", valueName: "seconds"))
-    var grace: Int?
+    @Option(help: ArgumentHelp("Tell running apps `willLock` this long before locking: 500ms (default), 2s, 10 (seconds; Apple gives about 10 s).", valueName: "duration"))
+    var grace: String?
+    @Flag(help: "Lock at once, without telling running apps `willLock` first.")
+    var now = false
 
     func run() throws {
+        if now && grace != nil { throw CLIError(exit: .usage, message: "--now and --grace contradict each other", hint: "use one: `dpctl lock --now`, or `dpctl lock --grace 2s`") }
+        let wait = now ? .zero : try grace.map(parseGrace) ?? LiveLock.defaultGrace
         let d = try domain.open()
-        if let grace, grace < 0 { throw ValidationError("--grace must be 0 or more seconds") }
-        let report = try grace.map { try d.lock(evictAll: evictAll, grace: .seconds($0)) } ?? d.lock(evictAll: evictAll)
+        let report = try d.lock(evictAll: evictAll, grace: wait)
         var what = evictAll ? "locked (all classes evicted)" : "locked (complete, completeUnlessOpen)"
+        if report.warnedDeadlineUnixMillis != nil { what += " after telling running apps `willLock` \(milliseconds(wait)) ms ahead" }
         what += "; \(report.processesAcknowledged) process(es) wiped their keys in \(String(format: "%.1f", report.elapsedMillis)) ms"
         if report.processesTimedOut > 0 { what += "; \(report.processesTimedOut) did not answer (their handles still fail)" }
         note(what)

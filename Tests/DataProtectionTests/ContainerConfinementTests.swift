@@ -186,22 +186,38 @@ final class ContainerConfinementTests: XCTestCase {
     func testClearErrorsForTheCommonMistakes() throws {
         let f = try makeFixture()
         try plantLinks(f)
+        let relativeFix = "pass a path relative to the container root"
         let cases: [(String, ProtectionError.Code, String)] = [
-            ("../outside/secret.txt", .escapesContainer, "outside the container"),
-            (f.outside + "/secret.txt", .escapesContainer, "outside the container"),
-            ("Documents/abs-file", .escapesContainer, "outside the container"),
+            ("../outside/secret.txt", .escapesContainer, "resolves outside the container '\(f.root)'"),
+            (f.outside + "/secret.txt", .escapesContainer, "is outside the container '\(f.root)'; \(relativeFix)"),
+            ("/etc/passwd", .escapesContainer, "is outside the container '\(f.root)'; \(relativeFix)"),
+            (f.root + "-sibling/Documents/a.txt", .escapesContainer, "is outside the container '\(f.root)'; \(relativeFix)"),
+            ("/proc/self/root" + f.root + "/Documents/victim.txt", .escapesContainer, "is outside the container '\(f.root)'"),
+            ("Documents/abs-file", .escapesContainer, "resolves outside the container '\(f.root)'"),
+            // Absolute paths inside the root that leave it below: through a link, through "..".
+            (f.root + "/Documents/abs-file", .escapesContainer, "resolves outside the container '\(f.root)'"),
+            (f.root + "/Documents/../../outside/secret.txt", .escapesContainer, "resolves outside the container '\(f.root)'"),
             ("Documents/hard-link", .escapesContainer, "hard link"),
+            (f.root + "/Documents/hard-link", .escapesContainer, "hard link"),
             ("Documents/a\u{0}b", .invalidArgument, "NUL"),
             ("Documents/" + String(repeating: "n", count: 300), .invalidArgument, "longer than 255"),
         ]
+        // The container's own read, and its file layer used directly (`container.files`): the same answer.
+        let readers: [(String, (String) throws -> Void)] = [
+            ("read", { p in _ = try f.container.read(p) }),
+            ("files.open", { p in try f.container.files.open(p).close() }),
+            ("files.read", { p in _ = try f.container.files.read(p) }),
+        ]
         for (path, code, phrase) in cases {
-            do {
-                _ = try f.container.read(path)
-                XCTFail("read '\(path.prefix(40))' succeeded")
-            } catch let e {
-                XCTAssertEqual(e.code, code, e.message)
-                XCTAssertTrue(e.message.contains(phrase), e.message)
-                XCTAssertNotNil(e.path)
+            for (how, read) in readers {
+                do {
+                    try read(path)
+                    XCTFail("\(how) '\(path.prefix(40))' succeeded")
+                } catch let e as ProtectionError {
+                    XCTAssertEqual(e.code, code, "\(how): \(e.message)")
+                    XCTAssertTrue(e.message.contains(phrase), "\(how): \(e.message)")
+                    XCTAssertNotNil(e.path)
+                }
             }
         }
         // Links that stay inside still work.
@@ -209,6 +225,53 @@ final class ContainerConfinementTests: XCTestCase {
         try FileManager.default.createSymbolicLink(atPath: f.root + "/Documents/inside-link", withDestinationPath: "real.txt")
         XCTAssertEqual(try f.container.read("Documents/inside-link"), Array("inside".utf8))
         XCTAssertEqual(try f.container.read("Documents/Inbox/../real.txt"), Array("inside".utf8))
+    }
+
+    /// An absolute path that lies inside the root names the same item as its relative path, in every operation.
+    func testAbsolutePathsInsideTheRootWorkLikeRelativeOnes() throws {
+        let f = try makeFixture()
+        let c = f.container
+        func abs(_ p: String) -> String { f.root + "/" + p }
+        let one = Array("one".utf8), two = Array("two".utf8)
+        var checked = 0
+        func same(_ a: [UInt8], _ b: [UInt8], _ what: String) { XCTAssertEqual(a, b, what); checked += 1 }
+
+        try c.write(one, to: abs("Documents/a.txt"))
+        same(try c.read("Documents/a.txt"), one, "write")
+        same(try c.read(abs("Documents/a.txt")), one, "read")
+        same(try c.read(f.root + "//Documents/./a.txt"), one, "read with // and ./")
+        let h = try c.files.open(abs("Documents/a.txt"))  // the reported case: EXDEV before
+        same(try h.read(at: 0, count: 10), one, "files.open")
+        h.close()
+        same(try c.files.read(abs("Documents/a.txt")), one, "files.read")
+        try c.files.write(two, to: abs("Documents/b.txt"), protection: .complete)
+        same(try c.read("Documents/b.txt"), two, "files.write")
+        XCTAssertEqual(try c.info(abs("Documents/b.txt")).protectionClass, .complete)
+        let created = try c.create(abs("Library/Application Support/c.txt"))
+        try created.write(one, at: 0)
+        created.close()
+        same(try c.read("Library/Application Support/c.txt"), one, "create")
+        let writer = try c.open(abs("Documents/a.txt"), forWriting: true)
+        try writer.append(two)
+        writer.close()
+        same(try c.read("Documents/a.txt"), one + two, "open for writing")
+
+        try c.createDirectory(abs("Documents/dir/sub"), withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: abs("Documents/dir/sub")))
+        XCTAssertTrue(try c.contentsOfDirectory(abs("Documents")).map(\.path).contains("Documents/a.txt"))
+        XCTAssertTrue(try c.contentsOfDirectory(f.root).map(\.path).contains("Documents"))
+        XCTAssertTrue(try c.contentsOfDirectory(f.root + "/").map(\.path).contains("Documents"))
+        try c.moveItem(from: abs("Documents/b.txt"), to: abs("Documents/dir/b.txt"))
+        same(try c.read("Documents/dir/b.txt"), two, "move")
+        try c.setExcludedFromBackup(true, for: abs("Documents/dir"))
+        XCTAssertTrue(try c.isExcludedFromBackup("Documents/dir"))
+        try c.removeItem(abs("Documents/dir"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: abs("Documents/dir")))
+        XCTAssertEqual(try c.defaultProtection(for: abs("Library/Caches/x")), try c.defaultProtection(for: "Library/Caches/x"))
+        // The root itself is not an item to write or remove.
+        assertProtectionError([.invalidArgument]) { try c.write(one, to: f.root) }
+        assertProtectionError([.invalidArgument]) { try c.removeItem(f.root + "/") }
+        print("confinement: \(checked) reads through absolute paths inside the root matched their relative paths")
     }
 
     func testSymlinkSwappedInDuringALoopOfOpensNeverEscapes() throws {

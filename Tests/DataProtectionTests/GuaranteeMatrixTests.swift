@@ -144,7 +144,7 @@ final class GuaranteeMatrixTests: DomainTestCase {
     }
 
     private func lock(_ domain: ProtectionDomain, _ cell: MatrixCell) throws {
-        let report = try domain.lock()
+        let report = try domain.lock(grace: .zero)
         XCTAssertEqual(report.processesTimedOut, 0, "\(cell): a process did not acknowledge the lock in time")
     }
 
@@ -163,7 +163,7 @@ final class GuaranteeMatrixTests: DomainTestCase {
             guard !started.exchange(true, ordering: .relaxed) else { return }
             Thread.detachNewThread {
                 do {
-                    let report = try domain.lock()
+                    let report = try domain.lock(grace: .zero)
                     if report.processesTimedOut != 0 { failure.withLock { $0 = "a process did not acknowledge the lock" } }
                 } catch { failure.withLock { $0 = "lock failed: \(error)" } }
                 returned.store(true, ordering: .sequentiallyConsistent)

@@ -112,18 +112,91 @@ final class LiveLockTests: XCTestCase {
         let seen = Locked<[DomainEvent]>([])
         let callback = observer.onEvent { e in seen.withLock { $0.append(e) } }
         let stream = observer.events()
-        let deadline = unixMillis() + 60_000
-        locker.announceWillLock(deadlineUnixMillis: deadline)
-        _ = try locker.lock { }
+        let report = try locker.lock(grace: .milliseconds(50)) { }
         locker.unlock()
         var got: [DomainEvent] = []
         for await e in stream {
             got.append(e)
             if got.count == 3 { break }
         }
+        let deadline = try XCTUnwrap(report.warnedDeadlineUnixMillis)
         XCTAssertEqual(got, [.willLock(deadlineUnixMillis: deadline), .didLock(LiveLock.lockClasses), .didUnlock])
         XCTAssertEqual(seen.withLock { $0 }, got)
         callback.cancel()
+    }
+
+    /// Each attachment's events with the Unix milliseconds (precise clock) at which they arrived.
+    final class EventLog: Sendable {
+        let events = Locked<[(event: DomainEvent, at: Double)]>([])
+        let subscriptions: [EventSubscription]
+        init(_ lives: [LiveLock]) {
+            let events = self.events
+            subscriptions = lives.map { live in live.onEvent { e in events.withLock { $0.append((e, Date().timeIntervalSince1970 * 1000)) } } }
+        }
+        var list: [(event: DomainEvent, at: Double)] { events.withLock { $0 } }
+    }
+
+    /// Checks that `log` holds exactly one `willLock` and then one `didLock`, the lock not before the deadline the warning named.
+    func assertWarnedOnceThenLocked(_ log: [(event: DomainEvent, at: Double)], _ who: String, deadline expected: Int64? = nil, warnedNotBefore: Int64? = nil) {
+        guard log.count == 2, case .willLock(let deadline) = log[0].event, case .didLock(let classes) = log[1].event else {
+            return XCTFail("\(who): expected willLock then didLock, got \(log.map(\.event))")
+        }
+        if let expected { XCTAssertEqual(deadline, expected, "\(who): willLock names another deadline") }
+        XCTAssertEqual(classes, LiveLock.lockClasses)
+        XCTAssertGreaterThanOrEqual(log[1].at, Double(deadline), "\(who): didLock arrived \(Double(deadline) - log[1].at) ms before the deadline willLock announced")
+        if let warnedNotBefore { XCTAssertGreaterThanOrEqual(log[0].at, Double(warnedNotBefore), "\(who): willLock came before deadline − grace") }
+    }
+
+    /// A lock with no grace named warns every attachment (the locker's included) once, with the default grace, before it locks.
+    func testEveryLockWarnsEveryAttachmentOnceBeforeLocking() throws {
+        let (_, runtime, id) = try makeDomain()
+        let lives = try (0..<3).map { _ in try LiveLock(domainID: id, runtimeDirectory: runtime) }
+        let logs = lives.map { EventLog([$0]) }
+        let started = unixMillis()
+        _ = try lives[2].lock { }  // lock returns once every listener has handled didLock: no waiting needed
+        for (i, log) in logs.enumerated() { assertWarnedOnceThenLocked(log.list, i == 2 ? "the locker itself" : "observer \(i)") }
+        if case .willLock(let deadline)? = logs[0].list.first?.event {
+            XCTAssertEqual(Double(deadline - started), Double(LiveLock.milliseconds(LiveLock.defaultGrace)), accuracy: 20, "default grace")
+        }
+    }
+
+    /// `lock(grace: .zero)` is the one way to lock without a warning: no `willLock` at all.
+    func testLockWithZeroGraceSendsNoWarning() throws {
+        let (_, runtime, id) = try makeDomain()
+        let observer = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let locker = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let log = EventLog([observer])
+        let report = try locker.lock(grace: .zero) { }
+        XCTAssertNil(report.warnedDeadlineUnixMillis)
+        XCTAssertEqual(log.list.map(\.event), [.didLock(LiveLock.lockClasses)])
+    }
+
+    /// The auto-lock warns every attachment exactly once at deadline − grace, and every attachment gets
+    /// `didLock` at the deadline (one process sends both; none sends twice).
+    func testAutoLockWarnsEveryAttachmentOnceThenLocksEveryoneAtTheDeadline() throws {
+        let (dir, runtime, id) = try makeDomain()
+        let lives = try (0..<3).map { _ in try LiveLock(domainID: id, runtimeDirectory: runtime) }
+        let logs = lives.map { EventLog([$0]) }
+        let keys = LiveKeys(try ProtectionClass.allCases.map { try ClassKey.generate($0) }, lives[1])
+        let files = ProtectedFiles(keys: keys.keys)
+        let h = try files.create("\(dir)/a", protection: .complete)
+        try h.write([1], at: 0)
+        lives[0].unlock(autoLockAfterSeconds: 1)  // the default grace: willLock 500 ms before
+        let deadline = try XCTUnwrap(lives[0].autoLockDeadlineUnixMillis)
+        let grace = LiveLock.milliseconds(LiveLock.defaultGrace)
+        // Bounded wait for the condition (not a sleep standing in for synchronisation).
+        let limit = Date().addingTimeInterval(10)
+        while logs.contains(where: { !$0.list.contains { if case .didLock = $0.event { true } else { false } } }) && Date() < limit { usleep(10_000) }
+        for (i, log) in logs.enumerated() {
+            let events = log.list
+            XCTAssertEqual(events.first?.event, .didUnlock)
+            assertWarnedOnceThenLocked(Array(events.dropFirst()), "attachment \(i)", deadline: deadline, warnedNotBefore: deadline - grace)
+        }
+        XCTAssertTrue(lives[2].isLocked(.complete))
+        assertProtectionError([.locked]) { _ = try h.read(at: 0, count: 1) }
+        h.close()
+        let arrivals = logs.map { $0.list.dropFirst().map { String(format: "%+.0f", $0.at - Double(deadline)) }.joined(separator: " then ") }
+        print("auto-lock: 3 attachments; each got willLock then didLock at deadline \(arrivals.joined(separator: ", ")) ms")
     }
 
     func testRetryAfterUnlockResumesTheJob() async throws {
@@ -167,6 +240,25 @@ final class LiveLockTests: XCTestCase {
         XCTAssertTrue(live.isLocked(.complete))
         assertProtectionError([.locked]) { _ = try h.read(at: 0, count: 1) }
         h.close()
+    }
+
+    /// A process that claimed an auto-lock's warning and died before locking (simulated: the claim is made in the
+    /// shared page and no sequence runs): another listener locks after the deadline, and every attachment gets one didLock.
+    func testAutoLockIsTakenOverWhenTheWarningProcessDied() throws {
+        let (_, runtime, id) = try makeDomain()
+        let lives = try (0..<2).map { _ in try LiveLock(domainID: id, runtimeDirectory: runtime) }
+        let logs = lives.map { EventLog([$0]) }
+        let deadline = unixMillis() + 300
+        lives[0].state.setAutoLock(deadline: deadline, graceMillis: 100)
+        XCTAssertTrue(lives[0].state.claimWarning(deadline))  // the "dead" process's claim: nobody will send willLock
+        let limit = Date().addingTimeInterval(10)
+        while logs.contains(where: { $0.list.isEmpty }) && Date() < limit { usleep(10_000) }
+        for (i, log) in logs.enumerated() {
+            XCTAssertEqual(log.list.map(\.event), [.didLock(LiveLock.lockClasses)], "attachment \(i)")
+            XCTAssertGreaterThanOrEqual(log.list.first?.at ?? 0, Double(deadline + LiveLock.takeoverMillis), "attachment \(i): took over early")
+        }
+        XCTAssertTrue(lives[1].isLocked(.complete))
+        XCTAssertEqual(lives[1].autoLockDeadlineUnixMillis, nil)
     }
 
     func testDeadProcessSocketIsSkipped() throws {

@@ -4,6 +4,35 @@ import ProtectionCrypto
 import Locking
 import XCTest
 
+extension DpctlTestCase {
+    /// Starts `count` example services (Examples/BackgroundService) on `work` and waits until each is running.
+    func startServices(_ count: Int, work: String, seconds: Int, extra: [String] = []) throws -> [(Process, String)] {
+        let service = try builtProduct("dp-example-service")
+        var out: [(Process, String)] = []
+        for i in 0..<count {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: service)
+            let log = "\(dir)/service-\(i).log", ready = "\(dir)/service-\(i).ready"
+            p.arguments = ["--work", work, "--seconds", "\(seconds)", "--log", log, "--ready", ready] + extra
+            p.environment = environment
+            p.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+            try p.run()
+            out.append((p, log))
+            XCTAssertTrue(eventually(within: .seconds(30)) { FileManager.default.fileExists(atPath: ready) }, "service \(i) did not start")
+        }
+        return out
+    }
+
+    /// The domain events a service logged: name, the deadline `willLock` named, and the Unix milliseconds it arrived.
+    func serviceEvents(_ log: String) throws -> [(event: String, deadline: Int64?, at: Double)] {
+        try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").compactMap { line in
+            guard let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let e = o["event"] as? String,
+                  let at = (o["at"] as? NSNumber)?.doubleValue else { return nil }
+            return (e, (o["deadline"] as? NSNumber)?.int64Value, at)
+        }
+    }
+}
+
 /// Lock while work is running, across real processes: the example service
 /// (`Examples/BackgroundService`) works in several processes while `dpctl lock` and
 /// `dpctl unlock` run from outside.
@@ -24,23 +53,6 @@ final class LiveLockProcessTests: DpctlTestCase {
         var x = UInt32(truncatingIfNeeded: v &* 2_654_435_761) ^ fnv
         for _ in 0..<n { x = x &* 1_103_515_245 &+ 12345; b.append(UInt8(truncatingIfNeeded: x >> 16)) }
         return b
-    }
-
-    func startServices(_ count: Int, work: String, seconds: Int, extra: [String] = []) throws -> [(Process, String)] {
-        let service = try builtProduct("dp-example-service")
-        var out: [(Process, String)] = []
-        for i in 0..<count {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: service)
-            let log = "\(dir)/service-\(i).log", ready = "\(dir)/service-\(i).ready"
-            p.arguments = ["--work", work, "--seconds", "\(seconds)", "--log", log, "--ready", ready] + extra
-            p.environment = environment
-            p.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-            try p.run()
-            out.append((p, log))
-            XCTAssertTrue(eventually(within: .seconds(30)) { FileManager.default.fileExists(atPath: ready) }, "service \(i) did not start")
-        }
-        return out
     }
 
     func parse(_ log: String) throws -> [Op] {
@@ -200,8 +212,81 @@ final class KeyResidueTests: DpctlTestCase {
     }
 }
 
-/// `dpctl lock --grace` tells running processes `willLock` first and locks at the deadline.
+/// Every lock tells running processes `willLock` first and locks at the deadline it names:
+/// `dpctl lock` (with or without `--grace`) and the auto-lock of `unlock --timeout`; only `--now` does not.
 final class GraceTests: DpctlTestCase {
+    /// Checks a process's events: exactly one `willLock` then one `didLock`, the lock not before the deadline the warning named.
+    func assertWarnedOnceThenLocked(_ events: [(event: String, deadline: Int64?, at: Double)], _ who: String, deadline expected: Int64? = nil,
+                                    warnedNotBefore: Int64? = nil, file: StaticString = #filePath, line: UInt = #line) {
+        guard events.map(\.event) == ["willLock", "didLock"], let deadline = events[0].deadline else {
+            return XCTFail("\(who): expected willLock(deadline) then didLock, got \(events.map(\.event))", file: file, line: line)
+        }
+        if let expected { XCTAssertEqual(deadline, expected, "\(who): willLock names another deadline", file: file, line: line) }
+        XCTAssertGreaterThanOrEqual(events[1].at, Double(deadline), "\(who): didLock came \(Double(deadline) - events[1].at) ms before the deadline willLock named", file: file, line: line)
+        if let warnedNotBefore { XCTAssertGreaterThanOrEqual(events[0].at, Double(warnedNotBefore), "\(who): willLock came before deadline − grace", file: file, line: line) }
+    }
+
+    /// A plain `dpctl lock` warns another process (the example service) with a deadline, then locks at it.
+    func testPlainLockWarnsAnotherProcessBeforeLocking() throws {
+        _ = try initDomain()
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        let (service, log) = try startServices(1, work: dir + "/work", seconds: 120, extra: ["--tasks-per-class", "0"])[0]
+        defer { service.terminate(); service.waitUntilExit() }
+        let r = try ok(["lock"])  // returns once every listener has handled didLock (the service logs it before acknowledging)
+        let events = try serviceEvents(log)
+        assertWarnedOnceThenLocked(events, "the service")
+        XCTAssertTrue(r.stderr.contains("willLock"), r.stderr)
+        XCTAssertEqual(try unlocked(), [false, false, true, true])
+        if events.count == 2, let d = events[0].deadline {
+            print("dpctl lock: the service got willLock \(String(format: "%.0f", Double(d) - events[0].at)) ms before the deadline and didLock \(String(format: "%.1f", events[1].at - Double(d))) ms after it")
+        }
+    }
+
+    /// `dpctl lock --now` locks at once: no `willLock` reaches another process, only `didLock`.
+    func testLockNowSendsNoWarning() throws {
+        _ = try initDomain()
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        let (service, log) = try startServices(1, work: dir + "/work", seconds: 120, extra: ["--tasks-per-class", "0"])[0]
+        defer { service.terminate(); service.waitUntilExit() }
+        try ok(["lock", "--now"])
+        XCTAssertEqual(try serviceEvents(log).map(\.event), ["didLock"])
+        XCTAssertEqual(try unlocked(), [false, false, true, true])
+        let both = try dpctl(["lock", "--now", "--grace", "1s"])
+        XCTAssertEqual(both.status, 64, both.stderr)
+    }
+
+    /// The auto-lock of `unlock --timeout` warns every attached process once, at deadline − grace, with the
+    /// deadline, and each gets `didLock` at the deadline: the example service and this test process.
+    func testAutoLockWarnsEveryProcessOnceThenLocksAtTheDeadline() throws {
+        _ = try initDomain()
+        let domain = try ProtectionDomain.open(at: DomainLocation(home: home, deviceDirectory: devices), keyStore: .kernel(.session))
+        let mine = Locked<[(event: String, deadline: Int64?, at: Double)]>([])
+        let subscription = domain.liveLock.onEvent { e in
+            let at = Date().timeIntervalSince1970 * 1000
+            switch e {
+            case .willLock(let d): mine.withLock { $0.append(("willLock", d, at)) }
+            case .didLock: mine.withLock { $0.append(("didLock", nil, at)) }
+            case .didUnlock: break
+            }
+        }
+        defer { subscription.cancel() }
+        let (service, log) = try startServices(1, work: dir + "/work", seconds: 120, extra: ["--tasks-per-class", "0"])[0]
+        defer { service.terminate(); service.waitUntilExit() }
+        try ok(["unlock", "--passphrase-file", passphraseFile, "--timeout", "2", "--grace", "1s"])
+        let deadline = try XCTUnwrap(domain.liveLock.autoLockDeadlineUnixMillis)
+        func locked(_ events: [(event: String, deadline: Int64?, at: Double)]) -> Bool { events.contains { $0.event == "didLock" } }
+        XCTAssertTrue(try eventually(within: .seconds(15)) { try locked(mine.withLock { $0 }) && locked(serviceEvents(log)) }, "no didLock")
+        let theirs = try serviceEvents(log).filter { $0.event != "didUnlock" }
+        assertWarnedOnceThenLocked(theirs, "the service", deadline: deadline, warnedNotBefore: deadline - 1000)
+        assertWarnedOnceThenLocked(mine.withLock { $0 }, "the test process", deadline: deadline, warnedNotBefore: deadline - 1000)
+        XCTAssertFalse(domain.liveLock.isProtectedDataAvailable)
+        XCTAssertEqual(try unlocked(), [false, false, true, true])
+        XCTAssertEqual(try dpctl(["unlock", "--passphrase-file", passphraseFile, "--grace", "1s"]).status, 64, "--grace without --timeout")
+        if theirs.count == 2, let d = theirs[0].deadline {
+            print("auto-lock: the service got willLock \(String(format: "%.0f", Double(d) - theirs[0].at)) ms before the deadline (grace 1000 ms) and didLock \(String(format: "%.1f", theirs[1].at - Double(d))) ms after it")
+        }
+    }
+
     // Synchronous on purpose: the session keyring joined in setUp belongs to this thread,
     // and the dpctl children must inherit it.
     func testGraceSendsWillLockThenLocksAtTheDeadline() throws {

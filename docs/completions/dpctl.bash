@@ -221,7 +221,7 @@ _dpctl_unlock() {
     repeating_flags=()
     non_repeating_flags=(-h --help)
     repeating_options=()
-    non_repeating_options=(--home --passphrase-fd --passphrase-file --timeout)
+    non_repeating_options=(--home --passphrase-fd --passphrase-file --timeout --grace)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -238,12 +238,15 @@ _dpctl_unlock() {
     '--timeout')
         return
         ;;
+    '--grace')
+        return
+        ;;
     esac
 }
 
 _dpctl_lock() {
     repeating_flags=()
-    non_repeating_flags=(--evict-all -h --help)
+    non_repeating_flags=(--evict-all --now -h --help)
     repeating_options=()
     non_repeating_options=(--home --grace)
     __dpctl_offer_flags_options 0

@@ -108,6 +108,7 @@ _dpctl_unlock() {
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--timeout[Lock again automatically after this long\: 90, 90s, 15m, 2h.]:duration:'
+        '--grace[With --timeout\: tell running apps `willLock` this long before the auto-lock\: 500ms (default), 2s, 0.]:duration:'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -120,7 +121,8 @@ _dpctl_lock() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--evict-all[Also remove completeUntilFirstUserAuthentication (the analogue of a reboot).]'
-        '--grace[Tell running apps `willLock` first and lock when this many seconds have passed (Apple waits about 10).]:seconds:'
+        '--grace[Tell running apps `willLock` this long before locking\: 500ms (default), 2s, 10 (seconds; Apple gives about 10 s).]:duration:'
+        '--now[Lock at once, without telling running apps `willLock` first.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0

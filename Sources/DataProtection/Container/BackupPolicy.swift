@@ -86,7 +86,7 @@ public enum BackupPolicy {
         }
         do throws(SystemError) {
             for (name, st) in try c.entries(".", noSymlinks: true) { try visit(name, st, parentExcluded: false) }
-        } catch { throw .container(error.errno, "plan the backup of", c.root) }
+        } catch { throw c.failure(error.errno, "plan the backup of", c.root) }
         return out
     }
 
@@ -151,7 +151,7 @@ extension Container {
         if try directory(containing: path, "mark") == .bundle {
             throw ProtectionError(.readOnly, "unable to mark '\(path)': the bundle is read-only and never backed up", path: path)
         }
-        do throws(SystemError) { try BackupPolicy.setFlag(confinement, path, excluded) } catch { throw .container(error.errno, "mark", path) }
+        do throws(SystemError) { try BackupPolicy.setFlag(confinement, path, excluded) } catch { throw confinement.failure(error.errno, "mark", path) }
     }
 
     /// Whether a backup leaves `path` out: its own flag, a flagged directory above it, or its directory's policy.
@@ -164,7 +164,7 @@ extension Container {
                 if try BackupPolicy.flag(confinement, prefix, try confinement.status(prefix)) { return true }
             }
             return false
-        } catch { throw .container(error.errno, "inspect", path) }
+        } catch { throw confinement.failure(error.errno, "inspect", path) }
     }
 
     /// This container's backup plan (see `BackupPolicy.plan(containerAt:)`).

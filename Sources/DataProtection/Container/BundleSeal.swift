@@ -49,7 +49,7 @@ public enum BundleSeal {
             // Directories last, deepest first, so nothing is left writable and nothing blocks the writes above.
             for e in entries.reversed() where e.isDirectory { try chmod(c, bundlePath(e.path), e.mode) }
             try chmod(c, ContainerDirectory.bundle.relativePath, 0o555)
-        } catch { throw .container(error.errno, "seal", ContainerDirectory.bundle.relativePath) }
+        } catch { throw c.failure(error.errno, "seal", ContainerDirectory.bundle.relativePath) }
         return manifest
     }
 
@@ -70,7 +70,7 @@ public enum BundleSeal {
         let bytes: [UInt8]
         do throws(SystemError) { bytes = try c.readFile(sealPath, limit: 64 << 20) } catch {
             if error.errno == ENOENT { throw tampered("is not sealed (no \(sealFileName))") }
-            throw .container(error.errno, "read the seal", sealPath)
+            throw c.failure(error.errno, "read the seal", sealPath)
         }
         let text = String(decoding: bytes, as: UTF8.self)
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
@@ -128,7 +128,7 @@ public enum BundleSeal {
             if error.errno == EINVAL {
                 throw ProtectionError(.invalidArgument, "unable to seal the bundle of '\(c.root)': it holds a symbolic link or special file; replace it by a regular copy", path: c.root)
             }
-            throw .container(error.errno, "scan", ContainerDirectory.bundle.relativePath)
+            throw c.failure(error.errno, "scan", ContainerDirectory.bundle.relativePath)
         }
         return out.sorted { $0.path < $1.path }
     }

@@ -5,7 +5,11 @@ import Glibc
 #endif
 internal import PathSyntax
 
-/// Resolves container-relative paths beneath the container root with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`.
+/// Resolves container paths beneath the container root with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`.
+///
+/// Every lookup takes a path relative to the root, or an absolute path that
+/// lies inside it (`beneath(_:)` turns it into the relative one, byte-wise);
+/// an absolute path anywhere else fails `EXDEV` before any lookup.
 ///
 /// The kernel does the confinement during the lookup itself, so it holds
 /// against a symbolic link swapped in at any moment: `..` that climbs out,
@@ -27,21 +31,43 @@ final class Confinement: Sendable {
     static let pathOnly: Int32 = dp_O_PATH
     static let resolve: UInt64 = dp_RESOLVE_BENEATH | dp_RESOLVE_NO_MAGICLINKS
 
-    /// Opens `root` (an existing directory) as the confinement root.
+    /// Opens `root` (an existing directory) as the confinement root; a relative `root` is taken from the working directory.
     init(root: String) throws(SystemError) {
         guard !root.utf8.contains(0) else { throw SystemError(EINVAL) }
         let fd = Glibc.open(root, Confinement.pathOnly | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw SystemError(errno) }
-        self.root = root
+        self.root = isAbsolutePath(root) ? root : Container.currentDirectory() + "/" + root
         self.rootFD = fd
     }
 
     deinit { Glibc.close(rootFD) }
 
+    /// The lookup beneath the root that `path` names: a relative path as it is; an absolute one inside the
+    /// root as its part below the root ("." for the root itself).
+    ///
+    /// Compared with `root` byte for byte as written (PathSyntax), not resolved: `..` and symbolic links
+    /// below the root are left to `openat2`, which refuses any that leave it, and an absolute path that
+    /// reaches the root through another spelling (a link above it) counts as outside.
+    /// - Throws: `EXDEV` for an absolute path outside the root.
+    func beneath(_ path: String) throws(SystemError) -> String {
+        guard isAbsolutePath(path) else { return path }
+        if samePath(droppingTrailingSeparators(path), droppingTrailingSeparators(root)) { return "." }
+        guard let inside = relativePath(of: path, inside: root) else { throw SystemError(EXDEV) }
+        // "/root//a" gives "/a": drop the separators left at the front, or the kernel would see an absolute path.
+        let rest = inside.utf8.drop { $0 == UInt8(ascii: "/") }
+        return rest.isEmpty ? "." : String(decoding: rest, as: UTF8.self)
+    }
+
+    /// The absolute path of the item `path` names (for file coordination); `path` under the root as written when it is outside.
+    func absolute(_ path: String) -> String {
+        guard let inside = try? beneath(path) else { return root + "/" + path }
+        return inside == "." ? root : root + "/" + inside
+    }
+
     /// `openat2` of `path` beneath the root; regular files with more than one link are refused (`EMLINK`).
     /// With `noSymlinks`, any symbolic link in the path is refused (`ELOOP`): tree walks that delete use it.
     func open(_ path: String, flags: Int32, mode: mode_t = 0, noSymlinks: Bool = false) throws(SystemError) -> Int32 {
-        try Self.open(path, beneath: rootFD, flags: flags, mode: mode, noSymlinks: noSymlinks)
+        try Self.open(try beneath(path), beneath: rootFD, flags: flags, mode: mode, noSymlinks: noSymlinks)
     }
 
     /// `openat2` of `path` beneath the directory `dirFD`.
@@ -72,7 +98,7 @@ final class Confinement: Sendable {
     /// The last component must name an item: not empty, `.` or `..`.
     func withParent<R>(of path: String, _ body: (Int32, String) throws(SystemError) -> R) throws(SystemError) -> R {
         // Split at the byte (PathSyntax.swift): a name handed to the *at calls below must hold no "/".
-        let p = droppingTrailingSeparators(path)
+        let p = droppingTrailingSeparators(try beneath(path))
         let name = lastComponent(of: p)
         guard !name.isEmpty, name != ".", name != "..", !path.utf8.contains(0) else { throw SystemError(EINVAL) }
         let fd = try open(parentDirectory(of: p), flags: Confinement.pathOnly | O_DIRECTORY)
@@ -82,6 +108,7 @@ final class Confinement: Sendable {
 
     /// `fstatat` of `path` without following a final symbolic link.
     func status(_ path: String) throws(SystemError) -> stat {
+        let path = try beneath(path)
         if path == "." || path.isEmpty {
             var st = stat()
             guard fstat(rootFD, &st) == 0 else { throw SystemError(errno) }

@@ -8,9 +8,9 @@ internal import PathSyntax
 
 /// An app's sandbox container: the standard directories, each with its policy, on top of protected files.
 ///
-/// Every operation takes a path relative to the container root and resolves
-/// it beneath the root with `openat2` (see `Confinement`), so nothing outside
-/// the container is reachable. While open, the container is held in use
+/// Every operation takes a path relative to the container root (or an
+/// absolute path inside it) and resolves it beneath the root with `openat2`
+/// (see `Confinement`), so nothing outside the container is reachable. While open, the container is held in use
 /// (`InUseLock`), so `purge` leaves it alone. New files get their directory's
 /// default class (`ContainerPolicy`) unless the caller names one.
 public final class Container: Sendable {
@@ -86,7 +86,7 @@ public final class Container: Sendable {
             }
             step = policyFileName
             if (try? c.status(step)) == nil { try c.writeFileAtomically(step, Array(policy.encoded().utf8)) }
-        } catch { throw .container(error.errno, "create", step) }
+        } catch { throw c.failure(error.errno, "create", step) }
         return try Container(at: root, keys: keys, options: options)
     }
 
@@ -108,7 +108,7 @@ public final class Container: Sendable {
             }
         }
         let text: [UInt8]
-        do throws(SystemError) { text = try c.readFile(Self.policyFileName, limit: 64 << 10) } catch { throw .container(error.errno, "read the policy of", Self.policyFileName) }
+        do throws(SystemError) { text = try c.readFile(Self.policyFileName, limit: 64 << 10) } catch { throw c.failure(error.errno, "read the policy of", Self.policyFileName) }
         guard let policy = ContainerPolicy(encoded: String(decoding: text, as: UTF8.self)) else {
             throw ProtectionError(.invalidArgument, "unable to open the container '\(absolute)': its '\(Self.policyFileName)' is malformed; restore it from a backup", path: absolute)
         }
@@ -139,7 +139,7 @@ public final class Container: Sendable {
     public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass? = nil) throws(ProtectionError) {
         let c = try protectionForNewFile(path, protection, "write")
         try coordinated(path, .replacing, "write") { () throws(ProtectionError) in
-            do throws(ProtectionError) { try files.write(bytes, to: path, protection: c, via: .containerWrite) } catch { throw error.inContainer("write", path) }
+            do throws(ProtectionError) { try files.write(bytes, to: path, protection: c, via: .containerWrite) } catch { throw confinement.failure(error, "write", path) }
         }
     }
 
@@ -151,7 +151,7 @@ public final class Container: Sendable {
     /// `read(_:)` on behalf of the entry point `via`.
     func read(_ path: String, via: ProtectedDataEntryPoint) throws(ProtectionError) -> [UInt8] {
         try coordinated(path, .reading, "read") { () throws(ProtectionError) in
-            do throws(ProtectionError) { return try files.read(path, via: via) } catch { throw error.inContainer("read", path) }
+            do throws(ProtectionError) { return try files.read(path, via: via) } catch { throw confinement.failure(error, "read", path) }
         }
     }
 
@@ -161,18 +161,18 @@ public final class Container: Sendable {
         let c = try protectionForNewFile(path, protection, "create")
         do throws(ProtectionError) {
             return try files.create(path, protection: c, reportedAs: path, journaled: true, via: .containerCreate)
-        } catch { throw error.inContainer("create", path) }
+        } catch { throw confinement.failure(error, "create", path) }
     }
 
     /// Opens the protected file at `path`; writing is refused where the directory's rule forbids it.
     public func open(_ path: String, forWriting: Bool = false) throws(ProtectionError) -> ProtectedFileHandle {
         if forWriting { _ = try checkWritable(path, "open for writing") }
-        do throws(ProtectionError) { return try files.open(path, forWriting: forWriting, via: .containerOpen) } catch { throw error.inContainer("open", path) }
+        do throws(ProtectionError) { return try files.open(path, forWriting: forWriting, via: .containerOpen) } catch { throw confinement.failure(error, "open", path) }
     }
 
     /// The header facts of the protected file at `path`, without any key.
     public func info(_ path: String) throws(ProtectionError) -> ProtectedFileInfo {
-        do throws(ProtectionError) { return try files.info(path) } catch { throw error.inContainer("inspect", path) }
+        do throws(ProtectionError) { return try files.info(path) } catch { throw confinement.failure(error, "inspect", path) }
     }
 
     /// The class a new file at `path` gets when the caller names none.
@@ -184,23 +184,26 @@ public final class Container: Sendable {
 
     /// Creates the directory `path` (and missing parents when `withIntermediateDirectories`).
     public func createDirectory(_ path: String, withIntermediateDirectories: Bool = false) throws(ProtectionError) {
-        if withIntermediateDirectories, case let parent = parentDirectory(of: path), parent != ".", (try? confinement.status(parent)) == nil {
+        // Parents are taken from the path beneath the root, so the walk up ends at the root ("/" has itself as parent).
+        let inside: String
+        do throws(SystemError) { inside = try confinement.beneath(path) } catch { throw confinement.failure(error.errno, "create the directory", path) }
+        if withIntermediateDirectories, case let parent = parentDirectory(of: inside), parent != ".", (try? confinement.status(parent)) == nil {
             try createDirectory(parent, withIntermediateDirectories: true)
         }
         _ = try checkWritable(path, "create the directory")
-        do throws(SystemError) { try confinement.makeDirectory(path, existingOK: withIntermediateDirectories) } catch { throw .container(error.errno, "create the directory", path) }
+        do throws(SystemError) { try confinement.makeDirectory(path, existingOK: withIntermediateDirectories) } catch { throw confinement.failure(error.errno, "create the directory", path) }
     }
 
     /// Removes the item at `path` (a directory with everything in it); allowed in the Inbox, refused in the bundle and Preferences.
     public func removeItem(_ path: String) throws(ProtectionError) {
         _ = try checkWritable(path, "remove", deleting: true)
         let st: stat
-        do throws(SystemError) { st = try confinement.status(path) } catch { throw .container(error.errno, "remove", path) }
+        do throws(SystemError) { st = try confinement.status(path) } catch { throw confinement.failure(error.errno, "remove", path) }
         if directories[FileIdentity(st)] != nil {
             throw ProtectionError(.invalidArgument, "unable to remove '\(path)': it is a standard directory of the container; remove what is inside it instead", path: path)
         }
         try coordinated(path, .deleting, "remove") { () throws(ProtectionError) in
-            do throws(SystemError) { try confinement.removeTree(path) } catch { throw .container(error.errno, "remove", path) }
+            do throws(SystemError) { try confinement.removeTree(path) } catch { throw confinement.failure(error.errno, "remove", path) }
         }
     }
 
@@ -209,7 +212,7 @@ public final class Container: Sendable {
         _ = try checkWritable(source, "move", deleting: true)
         _ = try checkWritable(destination, "move an item to")
         try coordinatedMove(source, destination) { () throws(ProtectionError) in
-            do throws(SystemError) { try confinement.rename(source, to: destination, replacing: false) } catch { throw .container(error.errno, "move", source) }
+            do throws(SystemError) { try confinement.rename(source, to: destination, replacing: false) } catch { throw confinement.failure(error.errno, "move", source) }
         }
     }
 
@@ -230,9 +233,10 @@ public final class Container: Sendable {
     /// The items in the directory `path`, sorted by name; dot-files are hidden unless asked for.
     public func contentsOfDirectory(_ path: String, includingHiddenFiles: Bool = false, types: ContentTypes = .shared) throws(ProtectionError) -> [ContainerItem] {
         let list: [(name: String, status: stat)]
-        do throws(SystemError) { list = try confinement.entries(path) } catch { throw .container(error.errno, "list", path) }
+        do throws(SystemError) { list = try confinement.entries(path) } catch { throw confinement.failure(error.errno, "list", path) }
+        let base = (try? confinement.beneath(path)) ?? path  // listed without error, so inside the root
         return list.filter { includingHiddenFiles || !$0.name.hasPrefix(".") }.map { e in
-            ContainerItem(name: e.name, path: path == "." ? e.name : path + "/" + e.name, status: e.status, types: types)
+            ContainerItem(name: e.name, path: base == "." ? e.name : base + "/" + e.name, status: e.status, types: types)
         }
     }
 
@@ -249,7 +253,7 @@ public final class Container: Sendable {
                 for id in try confinement.ancestry(of: fd) { if let d = directories[id] { return d } }
                 return nil
             }
-        } catch { throw .container(error.errno, action, path) }
+        } catch { throw confinement.failure(error.errno, action, path) }
     }
 
     /// Refuses writes the directory's rule forbids; returns the directory.

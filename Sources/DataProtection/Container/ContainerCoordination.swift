@@ -41,9 +41,9 @@ enum CoordinatedAccess {
 }
 
 extension Container {
-    /// Runs `body` under a coordinated access of the item at `path` (container-relative).
+    /// Runs `body` under a coordinated access of the item at `path` (container-relative, or absolute inside the root).
     func coordinated<R>(_ path: String, _ access: CoordinatedAccess, _ action: String, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
-        let url = URL(fileURLWithPath: root + "/" + path)
+        let url = URL(fileURLWithPath: confinement.absolute(path))
         do {
             switch access {
             case .reading: return try coordinator.coordinate(readingItemAt: url) { _ in try body() }
@@ -57,7 +57,7 @@ extension Container {
 
     /// Runs `body` under a coordinated move of `source` to `destination`, telling presenters of the move.
     func coordinatedMove(_ source: String, _ destination: String, _ body: () throws(ProtectionError) -> Void) throws(ProtectionError) {
-        let from = URL(fileURLWithPath: root + "/" + source), to = URL(fileURLWithPath: root + "/" + destination)
+        let from = URL(fileURLWithPath: confinement.absolute(source)), to = URL(fileURLWithPath: confinement.absolute(destination))
         do {
             try coordinator.coordinate(writingItemAt: from, options: .forMoving, writingItemAt: to, options: .forReplacing) { _, _ in
                 try body()
@@ -86,8 +86,8 @@ extension Purge {
         let domain = try coordination.domain(root: c.root)
         let coordinator = FileCoordinator(domain: domain, timeout: .zero, presenterDeadline: .milliseconds(200))
         do {
-            try coordinator.coordinate(writingItemAt: URL(fileURLWithPath: c.root + "/" + path), options: .forDeleting) { _ in
-                do throws(SystemError) { try c.remove(path) } catch where error.errno == ENOENT {} catch { throw ProtectionError.container(error.errno, "purge", path) }
+            try coordinator.coordinate(writingItemAt: URL(fileURLWithPath: c.absolute(path)), options: .forDeleting) { _ in
+                do throws(SystemError) { try c.remove(path) } catch where error.errno == ENOENT {} catch { throw c.failure(error.errno, "purge", path) }
             }
             return true
         } catch let e as CoordinationError where e.code == .timedOut {

@@ -79,6 +79,6 @@ final class InUseLock: Sendable {
     private static func openLockFile(_ confinement: Confinement) throws(ProtectionError) -> Int32 {
         do throws(SystemError) {
             return try confinement.open(fileName, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
-        } catch { throw .container(error.errno, "open the in-use lock", fileName) }
+        } catch { throw confinement.failure(error.errno, "open the in-use lock", fileName) }
     }
 }

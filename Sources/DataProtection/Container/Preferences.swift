@@ -118,7 +118,7 @@ public final class Preferences: Sendable {
             bytes = try container.coordinated(path, .reading, "read") { () throws(ProtectionError) in try container.files.read(path, via: via) }
         } catch {
             if error.code == .notFound { return [:] }
-            throw error.inContainer("read", path)
+            throw container.confinement.failure(error, "read", path)
         }
         guard let values = PreferenceCoding.decode(bytes) else {
             throw ProtectionError(.corruptHeader, "unable to read the preferences '\(path)': they are not in the preferences format; remove the file to start afresh", path: path)
@@ -129,7 +129,7 @@ public final class Preferences: Sendable {
     private func locked<R>(exclusive: Bool, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
         let fd: Int32
         do throws(SystemError) { fd = try container.confinement.open(lockPath, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600) } catch {
-            throw .container(error.errno, "lock", lockPath)
+            throw container.confinement.failure(error.errno, "lock", lockPath)
         }
         defer { Glibc.close(fd) }
         while dp_fcntl_lock(fd, dp_F_OFD_SETLKW, Int16(exclusive ? F_WRLCK : F_RDLCK), Int16(SEEK_SET), 0, 0, nil) != 0 {

@@ -83,7 +83,7 @@ public enum Purge {
                     guard kind != S_IFDIR, p != d.relativePath + "/" + BackupPolicy.cacheDirectoryTagName else { return }
                     candidates.append((p, st.st_mtim, Int64(st.st_size), kind == S_IFREG))
                 }
-            } catch { throw .container(error.errno, "list", d.relativePath) }
+            } catch { throw c.failure(error.errno, "list", d.relativePath) }
         }
         candidates.sort { ($0.mtime.tv_sec, $0.mtime.tv_nsec, $0.path) < ($1.mtime.tv_sec, $1.mtime.tv_nsec, $1.path) }
         for item in candidates {
@@ -91,7 +91,7 @@ public enum Purge {
             let busy: Bool
             do throws(SystemError) { busy = item.isFile ? try isBeingWritten(c, item.path) : false } catch where error.errno == ENOENT {
                 continue  // gone meanwhile
-            } catch { throw .container(error.errno, "purge", item.path) }
+            } catch { throw c.failure(error.errno, "purge", item.path) }
             let removed = busy ? false : try removeUncontended(c, item.path, coordination: options.coordination)
             if !removed {
                 report.skippedBusy.append(item.path)
@@ -110,7 +110,7 @@ public enum Purge {
             for (name, _) in try c.entries(directory.relativePath, noSymlinks: true) where name != BackupPolicy.cacheDirectoryTagName {
                 try c.removeTree(directory.relativePath + "/" + name)
             }
-        } catch { throw .container(error.errno, "clear", directory.relativePath) }
+        } catch { throw c.failure(error.errno, "clear", directory.relativePath) }
     }
 
     /// Whether the file at `path` is open for writing through a container (a shared OFD lock on it).

@@ -112,40 +112,35 @@ public final class ProtectionDomain: Sendable {
     /// - Parameters:
     ///   - passphrase: the passphrase (locked memory).
     ///   - timeout: seconds after which A and B lock by themselves (the kernel's key expiry); nil for never.
+    ///   - grace: how long before that auto-lock every process gets `willLock`; `.zero` for no warning.
     /// - Throws: `.wrongPassphrase` (nothing is changed), `.corruptKeybag`, `.keyringUnavailable`.
-    public func unlock(passphrase: borrowing SecretBytes, timeout: UInt32? = nil) throws(ProtectionError) {
+    public func unlock(passphrase: borrowing SecretBytes, timeout: UInt32? = nil, grace: Duration = LiveLock.defaultGrace) throws(ProtectionError) {
         let bag = try cache.bag()
         let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
         let kek = try bag.passphraseKEK(passphrase, device)
         let keys = try bag.unwrapPassphraseClasses(kek)
         try store.install(keys, timeout: timeout)
-        liveLock.unlock(autoLockAfterSeconds: timeout.map(Int.init))
+        liveLock.unlock(autoLockAfterSeconds: timeout.map(Int.init), grace: grace)
         logger?.info("unlocked domain \(id)", metadata: ["timeout": "\(timeout.map(String.init) ?? "none")"])
     }
 
-    /// Locks: removes classes A and B (every generation) from the key store; with `evictAll`, class C too (the analogue of a reboot).
+    /// Locks: tells every process `willLock`, waits `grace`, then removes classes A and B (every generation)
+    /// from the key store; with `evictAll`, class C too (the analogue of a reboot).
     ///
     /// Every process with the domain open wipes the keys of its `complete` handles
     /// (and, with `evictAll`, `completeUntilFirstUserAuthentication` ones) and
     /// acknowledges before this returns; see `LiveLock`.
+    /// - Parameter grace: how long apps get to save between `willLock` and the lock
+    ///   (`LiveLock.defaultGrace`, half a second); `.zero` locks at once without `willLock` (`dpctl lock --now`).
     @discardableResult
-    public func lock(evictAll: Bool = false) throws(ProtectionError) -> LiveLock.LockReport {
+    public func lock(evictAll: Bool = false, grace: Duration = LiveLock.defaultGrace) throws(ProtectionError) -> LiveLock.LockReport {
         let bag = try cache.bag()
         let classes: Set<ProtectionClass> = evictAll ? [.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication] : LiveLock.lockClasses
-        let report = try liveLock.lock(classes) { () throws(ProtectionError) in
+        let report = try liveLock.lock(classes, grace: grace) { () throws(ProtectionError) in
             try store.evict(evictAll ? Set(ProtectionClass.allCases) : [.complete, .completeUnlessOpen], generations: bag.generations, all: evictAll)
         }
         logger?.info("locked domain \(id)", metadata: ["evictAll": "\(evictAll)", "processes": "\(report.processesAcknowledged)", "ms": "\(report.elapsedMillis)"])
         return report
-    }
-
-    /// Announces `willLock` to every process, waits `grace`, then locks (`dpctl lock --grace`).
-    @discardableResult
-    public func lock(evictAll: Bool = false, grace: Duration) throws(ProtectionError) -> LiveLock.LockReport {
-        let deadline = unixMillis() + Int64(grace.components.seconds * 1000 + grace.components.attoseconds / 1_000_000_000_000_000)
-        liveLock.announceWillLock(deadlineUnixMillis: deadline)
-        while unixMillis() < deadline { usleep(UInt32(min(100_000, max(1000, (deadline - unixMillis()) * 1000)))) }
-        return try lock(evictAll: evictAll)
     }
 
     /// The lock state of every class, the auto-lock deadline and the keyring key ids.
@@ -258,9 +253,10 @@ public final class ProtectionDomain: Sendable {
     /// holding only this machine — nor with the recovery key, since the keybag
     /// (which the recovery key opens) is gone. A backup of the keybag together
     /// with the recovery key still opens files from a backup; wipe cannot reach those.
-    public func wipe() throws(ProtectionError) {
+    /// - Parameter grace: how long apps get between `willLock` and the lock that starts the wipe; `.zero` for none.
+    public func wipe(grace: Duration = LiveLock.defaultGrace) throws(ProtectionError) {
         let bag = try cache.bag()
-        try liveLock.lock([.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication]) { () throws(ProtectionError) in
+        try liveLock.lock([.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication], grace: grace) { () throws(ProtectionError) in
             try store.evict(Set(ProtectionClass.allCases), generations: bag.generations, all: true)
         }
         try DurableFile.shred(location.journalPath, io: io)

@@ -16,7 +16,7 @@ extension ProtectedFiles {
     public func protectInPlace(_ path: String, as c: ProtectionClass) throws(ProtectionError) -> Bool {
         do throws(ProtectionError) { _ = try info(path); return false } catch where error.code == .notProtected {}
         let fd: Int32
-        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw ProtectionError.errno(error.errno, "protect", path) }
+        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw io.failure(error, "protect", path) }
         defer { io.close(fd) }
         try write(contentsOf: fd, to: path, protection: c, via: .filesProtect)
         return true

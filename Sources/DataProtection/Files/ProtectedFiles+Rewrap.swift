@@ -44,7 +44,7 @@ extension ProtectedFiles {
             }
         } catch { throw error.about(path, "rewrap") }
         let fd: Int32
-        do throws(SystemError) { fd = try io.open(path, flags: O_RDWR, mode: 0) } catch { throw ProtectionError.errno(error.errno, "rewrap", path) }
+        do throws(SystemError) { fd = try io.open(path, flags: O_RDWR, mode: 0) } catch { throw io.failure(error, "rewrap", path) }
         defer { io.close(fd) }
         do throws(ProtectionError) {
             var (header, _, raw) = try readPrefix(fd, path)

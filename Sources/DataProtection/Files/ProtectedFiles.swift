@@ -299,7 +299,9 @@ public final class ProtectedFiles: Sendable {
                 fileID: try crypto { () throws(CryptoError) in try SecureRandom.bytes(16) },
                 wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
             let fd: Int32
-            do throws(OwnedFileFailure) { fd = try io.createOwned(path, flags: O_RDWR, mode: 0o600) } catch { throw error.error("create", path, at: path) }
+            do throws(OwnedFileFailure) { fd = try io.createOwned(path, flags: O_RDWR, mode: 0o600) } catch .system(let e) {
+                throw io.failure(e, "create", path)
+            } catch { throw error.error("create", path, at: path) }
             let h: ProtectedFileHandle
             do throws(ProtectionError) {
                 // The per-file key is made, wrapped and handed to a registered handle inside one admission.
@@ -373,7 +375,7 @@ public final class ProtectedFiles: Sendable {
     ) throws(ProtectionError) -> ProtectedFileHandle {
         let fd: Int32
         do throws(SystemError) { fd = try io.open(path, flags: forWriting ? O_RDWR : O_RDONLY, mode: 0) } catch {
-            throw ProtectionError.errno(error.errno, "open", path)
+            throw io.failure(error, "open", path)
         }
         let h: ProtectedFileHandle, prefix: [UInt8]
         do throws(ProtectionError) {
@@ -403,7 +405,7 @@ public final class ProtectedFiles: Sendable {
     /// The header facts of `path`, without any key.
     public func info(_ path: String) throws(ProtectionError) -> ProtectedFileInfo {
         let fd: Int32
-        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw ProtectionError.errno(error.errno, "inspect", path) }
+        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw io.failure(error, "inspect", path) }
         defer { io.close(fd) }
         do throws(ProtectionError) {
             let (h, fileSize, _) = try readPrefix(fd, path)
@@ -494,7 +496,7 @@ public final class ProtectedFiles: Sendable {
                 // The lock goes with the descriptor: only now that the temporary name is gone.
                 h.close()
                 if durable { try io.syncDirectory(of: path) }
-            } catch { throw ProtectionError.errno(error.errno, "replace", path) }
+            } catch { throw io.failure(error, "replace", path) }
             // A journal left by an interrupted change of the old file is about that file (its identifier): drop it.
             _ = try? JournalRecoverer(io: io, dataPath: path).run()
         } catch {

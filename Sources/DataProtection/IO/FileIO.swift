@@ -43,6 +43,14 @@ public protocol FileIO: Sendable {
     func identity(_ fd: Int32) throws(SystemError) -> (device: UInt64, inode: UInt64)
     /// `fstat(2)`'s type, link count and owner: what the owned-file open checks. Default in FileIO+OwnedFile.swift.
     func status(_ fd: Int32) throws(SystemError) -> FileStatus
+    /// The error to report when `action` on `path` failed in one of the path calls above (`open`, `rename`, `unlink`).
+    ///
+    /// The default is `ProtectionError.errno`; a confined seam names what its confinement refused and the fix.
+    func failure(_ error: SystemError, _ action: String, _ path: String) -> ProtectionError
+}
+
+extension FileIO {
+    public func failure(_ error: SystemError, _ action: String, _ path: String) -> ProtectionError { .errno(error.errno, action, path) }
 }
 
 /// An errno from a system call.

@@ -20,8 +20,14 @@ import Glibc
 ///   finishes first — and then acknowledges. So when `lock` returns, no process
 ///   holds a locked class's key and no operation on one can succeed.
 /// - A dead process's socket refuses messages (ECONNREFUSED) and is removed.
-/// - The auto-lock deadline (`unlock --timeout`) lives in the page; each
-///   listener wakes at it, and the first process to see it passed locks.
+/// - Every lock warns first: one sequence (`runLockSequence`) sends every
+///   listener `willLock` with a deadline, waits for it, then locks as above.
+///   An explicit `lock` runs it in the caller. The auto-lock deadline
+///   (`unlock --timeout`) and its grace live in the page; at deadline − grace
+///   the first listener to claim the warning (one compare-and-swap) runs the
+///   same sequence on a thread of its own, so one process sends each event and
+///   every attached process receives it once. From the deadline on, every
+///   per-operation check already treats the classes as locked.
 ///
 /// Events reach other processes in one datagram: tens of microseconds.
 public final class LiveLock: Sendable {
@@ -37,6 +43,20 @@ public final class LiveLock: Sendable {
 
     /// The classes `lock` locks by default (Apple's behaviour on device lock).
     public static let lockClasses: Set<ProtectionClass> = [.complete, .completeUnlessOpen]
+
+    /// How long before a lock `willLock` comes when the caller names no grace: half a second.
+    ///
+    /// Long enough for an app to finish what it is saving (a write, fsync and
+    /// rename of a document take milliseconds on a local disk, tens on a slow
+    /// one) and for the event to reach every process (tens of microseconds);
+    /// short enough that `dpctl lock` still feels immediate. Apple gives about
+    /// 10 s on device lock, where the dimming screen already told the person;
+    /// here a command or a service asks for the lock and waits for it.
+    /// `.zero` locks at once and sends no `willLock`.
+    public static let defaultGrace: Duration = .milliseconds(500)
+
+    /// How long after an auto-lock deadline another process locks if the one that sent `willLock` has not (it died).
+    static let takeoverMillis: Int64 = 500
 
     /// Attaches this process to the live lock of `domainID`.
     /// - Parameter runtimeDirectory: where the shared page and sockets live; default
@@ -74,20 +94,27 @@ public final class LiveLock: Sendable {
     /// Whether `complete` data is available (`isProtectedDataAvailable`).
     public var isProtectedDataAvailable: Bool { !isLocked(.complete) }
 
-    /// Whether `c` is locked right now (auto-lock deadlines included).
+    /// Whether `c` is locked right now (a passed auto-lock deadline included).
     public func isLocked(_ c: ProtectionClass) -> Bool {
-        _ = currentEpoch()
-        return state.isLocked(c)
+        state.isLocked(c) || (autoLockPassed && Self.lockClasses.contains(c))
     }
 
-    /// The epoch, after applying a passed auto-lock deadline (the per-operation check).
+    /// The epoch as of now (the per-operation check): one past the stored one while a passed
+    /// auto-lock deadline has not been applied yet, which is the epoch that lock will give.
+    ///
+    /// No side effects: the lock itself, with its revocations and events, is the lock sequence's.
     @inline(__always)
     func currentEpoch() -> UInt64 {
-        if state.autoLockDeadline != 0, state.lockIfDeadlinePassed(Self.lockClasses, nowMillis: unixMillis()) {
-            revokeLocal(Self.lockClasses)
-            emit(.didLock(Self.lockClasses))
-        }
-        return state.epoch
+        let passed = autoLockPassed
+        let epoch = state.epoch
+        return passed ? epoch &+ 1 : epoch
+    }
+
+    /// Whether an auto-lock deadline has passed (or its lock is running) and the page does not yet say locked.
+    @inline(__always)
+    var autoLockPassed: Bool {
+        let d = state.autoLockDeadline
+        return d != 0 && d <= unixMillis()
     }
 
 
@@ -102,36 +129,103 @@ public final class LiveLock: Sendable {
         public var processesTimedOut: Int
         /// Sockets of dead processes removed.
         public var staleRemoved: Int
+        /// From the lock step to the last acknowledgement (the grace before it not counted).
         public var elapsedMillis: Double
+        /// The deadline the `willLock` sent before this lock named (Unix milliseconds); nil when none was sent (grace zero).
+        public var warnedDeadlineUnixMillis: Int64?
     }
 
-    /// Tells every process the domain will lock at `deadlineUnixMillis`.
-    public func announceWillLock(deadlineUnixMillis: Int64) {
-        _ = broadcast(DomainEvent.willLock(deadlineUnixMillis: deadlineUnixMillis).encoded(), awaitAcks: false)
-    }
-
-    /// Locks `classes` everywhere: marks them locked, runs `destroyKeys`, makes every process wipe and acknowledge.
+    /// Locks `classes` everywhere: tells every process `willLock`, waits `grace`, then marks them locked,
+    /// runs `destroyKeys`, and makes every process wipe and acknowledge.
     /// - Parameters:
+    ///   - grace: how long apps get between `willLock` and the lock (`LiveLock.defaultGrace`);
+    ///     `.zero` locks at once and sends no `willLock`.
     ///   - destroyKeys: removes the class keys from where they live (the kernel keyring).
     ///   - timeoutMillis: how long to wait for each live process to acknowledge.
     @discardableResult
-    public func lock(_ classes: Set<ProtectionClass> = LiveLock.lockClasses, timeoutMillis: Int = 2000,
+    public func lock(_ classes: Set<ProtectionClass> = LiveLock.lockClasses, grace: Duration = LiveLock.defaultGrace, timeoutMillis: Int = 2000,
                      destroyKeys: () throws(ProtectionError) -> Void) throws(ProtectionError) -> LockReport {
+        let deadline = unixMillis() + Self.milliseconds(grace)
+        // An explicit lock always locks, so the sequence always reports.
+        return try runLockSequence(classes, deadline: deadline, warn: true, autoLock: nil, timeoutMillis: timeoutMillis, destroyKeys: destroyKeys)!
+    }
+
+    /// The one lock sequence, for `lock` and the auto-lock: `willLock` to every process, the wait, then the lock.
+    ///
+    /// - Parameters:
+    ///   - deadline: when the lock happens (Unix milliseconds); `willLock` is sent only if it is still ahead.
+    ///   - warn: false for an auto-lock taken over from a process that claimed the warning and died (it was sent).
+    ///   - autoLock: the auto-lock deadline this sequence locks for; nil for an explicit lock.
+    /// - Returns: nil when an auto-lock was no longer due (an unlock or a lock changed the deadline, or
+    ///   another process locked it first): then nothing is locked and no `didLock` is sent.
+    private func runLockSequence(
+        _ classes: Set<ProtectionClass>, deadline: Int64, warn: Bool, autoLock: Int64?, timeoutMillis: Int,
+        destroyKeys: () throws(ProtectionError) -> Void
+    ) throws(ProtectionError) -> LockReport? {
+        let warned = warn && deadline > unixMillis()
+        let staleAtWarning = warned ? broadcast(DomainEvent.willLock(deadlineUnixMillis: deadline).encoded(), awaitAcks: false).staleRemoved : 0
+        // The coarse clock lags the precise one, so every process's clock has reached the deadline when this one has.
+        while case let left = deadline - unixMillis(), left > 0 { usleep(UInt32(min(left, 100)) * 1000) }
         let t0 = monotonicMillis()
-        state.autoLockDeadline = 0
-        let epoch = state.lock(classes)
+        let epoch: UInt64
+        if let due = autoLock {
+            guard let e = state.lockAtDeadline(due, classes) else { return nil }
+            epoch = e
+        } else {
+            epoch = state.lock(classes)  // mask and epoch first: a passed deadline cleared below never reads as unlocked
+            state.autoLockDeadline = 0
+        }
         try destroyKeys()
         var report = broadcast(DomainEvent.didLock(classes).encoded(epoch: epoch), awaitAcks: true, timeoutMillis: timeoutMillis)
         report.epoch = epoch
+        report.staleRemoved += staleAtWarning
         report.elapsedMillis = monotonicMillis() - t0
+        report.warnedDeadlineUnixMillis = warned ? deadline : nil
         return report
     }
 
     /// Marks `classes` unlocked, sets or clears the auto-lock deadline, and tells every process.
-    public func unlock(_ classes: Set<ProtectionClass> = Set(ProtectionClass.allCases), autoLockAfterSeconds: Int? = nil) {
+    /// - Parameters:
+    ///   - autoLockAfterSeconds: lock classes A and B again after this long; nil for never.
+    ///   - grace: how long before that auto-lock every process gets `willLock`; `.zero` for no warning.
+    public func unlock(_ classes: Set<ProtectionClass> = Set(ProtectionClass.allCases), autoLockAfterSeconds: Int? = nil, grace: Duration = LiveLock.defaultGrace) {
         state.unlock(classes)
-        state.autoLockDeadline = autoLockAfterSeconds.map { unixMillis() + Int64($0) * 1000 } ?? 0
+        state.setAutoLock(deadline: autoLockAfterSeconds.map { unixMillis() + Int64($0) * 1000 } ?? 0, graceMillis: Self.milliseconds(grace))
         _ = broadcast(DomainEvent.didUnlock.encoded(), awaitAcks: false)
+    }
+
+    /// Starts this process's part of an auto-lock when its time comes; returns how long the listener may wait (ms).
+    ///
+    /// At deadline − grace the first process to claim the warning runs the lock
+    /// sequence on a thread of its own (the listener must stay free to receive
+    /// that sequence's own `willLock` and acknowledge its `didLock`). Should
+    /// that process die before locking, the first listener to find the deadline
+    /// still set `takeoverMillis` after it locks, without a second warning.
+    func autoLockTick() -> Int32 {
+        let due = state.autoLockDeadline
+        guard due > 0 else { return 500 }
+        let now = unixMillis()
+        if state.warnedDeadline != due {
+            let warnAt = due - max(0, state.autoLockGraceMillis)
+            if now < warnAt { return Int32(min(500, warnAt - now)) }
+            if state.claimWarning(due) { startAutoLock(due, warn: true) }
+        } else if now >= due + Self.takeoverMillis {
+            startAutoLock(due, warn: false)
+        }
+        return Int32(max(1, min(500, due + Self.takeoverMillis - now)))
+    }
+
+    private func startAutoLock(_ due: Int64, warn: Bool) {
+        // The thread keeps this LiveLock alive until the sequence ends (at most the grace plus the acknowledgements).
+        detachThread { [self] in
+            // The keys themselves expire in their store at the deadline (`unlock(timeout:)` gave them that expiry).
+            _ = try? runLockSequence(Self.lockClasses, deadline: due, warn: warn, autoLock: due, timeoutMillis: 2000) { () throws(ProtectionError) in }
+        }
+    }
+
+    /// `d` in whole milliseconds (negative durations count as zero).
+    static func milliseconds(_ d: Duration) -> Int64 {
+        max(0, d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
     }
 
     /// The auto-lock deadline in Unix milliseconds, if one is set.
@@ -261,14 +355,8 @@ final class Listener: @unchecked Sendable {
 
     func start(_ owner: LiveLock) {
         // The thread holds the owner weakly: dropping the LiveLock stops the listener.
-        let box = Unmanaged.passRetained(ListenerContext(listener: self, owner: owner))
-        var tid = pthread_t()
-        pthread_create(&tid, nil, { raw in
-            let ctx = Unmanaged<ListenerContext>.fromOpaque(raw!).takeRetainedValue()
-            ctx.listener.run(ctx)
-            return nil
-        }, box.toOpaque())
-        pthread_detach(tid)
+        let ctx = ListenerContext(listener: self, owner: owner)
+        detachThread { ctx.listener.run(ctx) }
     }
 
     func run(_ ctx: ListenerContext) {
@@ -276,9 +364,7 @@ final class Listener: @unchecked Sendable {
         var from = [CChar](repeating: 0, count: 110)
         while !stopping.load(ordering: .acquiring) {
             guard let owner = ctx.owner else { break }
-            let deadline = owner.state.autoLockDeadline
-            let timeout: Int32 = deadline == 0 ? 500 : Int32(max(0, min(500, deadline - unixMillis())))
-            _ = owner.currentEpoch()  // applies a passed auto-lock deadline
+            let timeout = owner.autoLockTick()  // wakes for the auto-lock's warning and for a takeover
             let n = buf.withUnsafeMutableBytes { b in from.withUnsafeMutableBufferPointer { dp_unix_dgram_recv(fd, b.baseAddress, UInt(b.count), timeout, $0.baseAddress) } }
             guard n > 0 else { continue }
             if let reply = owner.handle(buf[0..<n]), from[0] != 0 {
@@ -297,6 +383,21 @@ final class ListenerContext: @unchecked Sendable {
     let listener: Listener
     weak var owner: LiveLock?
     init(listener: Listener, owner: LiveLock) { self.listener = listener; self.owner = owner }
+}
+
+/// Runs `body` on a new detached thread.
+func detachThread(_ body: @escaping @Sendable () -> Void) {
+    final class Body: Sendable {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+    let box = Unmanaged.passRetained(Body(body))
+    var tid = pthread_t()
+    pthread_create(&tid, nil, { raw in
+        Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
+        return nil
+    }, box.toOpaque())
+    pthread_detach(tid)
 }
 
 func listDirectory(_ path: String) -> [String] {

@@ -14,7 +14,11 @@ import Glibc
 /// | 0 | magic `DPLIVE01` |
 /// | 8 | lock epoch: +1 on every lock, so a handle compares one number per operation |
 /// | 16 | locked-class mask: bit `rawValue` set while that class is locked |
-/// | 24 | auto-lock deadline, Unix milliseconds (0: none) |
+/// | 24 | auto-lock deadline, Unix milliseconds (0: none; -1: being locked) |
+/// | 32 | auto-lock grace, milliseconds: `willLock` goes out this long before the deadline |
+/// | 40 | the auto-lock deadline whose `willLock` a process has claimed (0: none) |
+///
+/// A page written by an older version has zeros at 32 and 40: no grace, nothing claimed.
 ///
 /// The kernel keyring is per host, and so is this page: it lives in the
 /// user's runtime directory, never on a shared filesystem.
@@ -86,18 +90,48 @@ final class LiveState: RevocationState, @unchecked Sendable {
         return d != 0 && LiveLock.lockClasses.contains(c) && d <= unixMillis()
     }
 
-    /// The auto-lock deadline in Unix milliseconds, or 0.
+    /// The auto-lock deadline in Unix milliseconds, 0 for none, or `lockingMarker` while its lock runs.
     var autoLockDeadline: Int64 {
         get { Int64(bitPattern: dp_atomic_load_u64(field(24))) }
         set { dp_atomic_store_u64(field(24), UInt64(bitPattern: newValue)) }
     }
 
-    /// Locks `classes` at most once for a passed deadline: the first process to notice wins the compare-and-swap.
-    func lockIfDeadlinePassed(_ classes: Set<ProtectionClass>, nowMillis: Int64) -> Bool {
-        let d = dp_atomic_load_u64(field(24))
-        guard d != 0, Int64(bitPattern: d) <= nowMillis, dp_atomic_cas_u64(field(24), d, 0) != 0 else { return false }
-        lock(classes)
-        return true
+    /// What the deadline field holds while an auto-lock's lock step runs: already passed, so every
+    /// per-operation check treats the classes as locked until the mask says so.
+    static let lockingMarker: Int64 = -1
+
+    /// How long before the auto-lock deadline `willLock` goes out, in milliseconds.
+    var autoLockGraceMillis: Int64 {
+        get { Int64(bitPattern: dp_atomic_load_u64(field(32))) }
+        set { dp_atomic_store_u64(field(32), UInt64(bitPattern: newValue)) }
+    }
+
+    /// Sets the auto-lock deadline (0: none) and its grace; the grace is written first, so whoever sees the deadline sees its grace.
+    func setAutoLock(deadline: Int64, graceMillis: Int64) {
+        autoLockGraceMillis = graceMillis
+        autoLockDeadline = deadline
+    }
+
+    /// Claims the warning of the auto-lock at `deadline`: true for exactly one caller per deadline, host-wide.
+    func claimWarning(_ deadline: Int64) -> Bool {
+        let claimed = dp_atomic_load_u64(field(40))
+        return claimed != UInt64(bitPattern: deadline) && dp_atomic_cas_u64(field(40), claimed, UInt64(bitPattern: deadline)) != 0
+    }
+
+    /// The deadline whose warning was claimed (0: none).
+    var warnedDeadline: Int64 { Int64(bitPattern: dp_atomic_load_u64(field(40))) }
+
+    /// Locks `classes` for the auto-lock at `deadline`, at most once: the first caller wins the compare-and-swap.
+    ///
+    /// Returns the new epoch, or nil when the deadline is no longer `deadline`
+    /// (an unlock set another, a `lock` cleared it, or another process won).
+    /// The deadline reads "being locked" until the mask and epoch are set, so no
+    /// per-operation check sees the classes unlocked in between.
+    func lockAtDeadline(_ deadline: Int64, _ classes: Set<ProtectionClass>) -> UInt64? {
+        guard deadline > 0, dp_atomic_cas_u64(field(24), UInt64(bitPattern: deadline), UInt64(bitPattern: Self.lockingMarker)) != 0 else { return nil }
+        let epoch = lock(classes)
+        _ = dp_atomic_cas_u64(field(24), UInt64(bitPattern: Self.lockingMarker), 0)  // an unlock meanwhile keeps its own deadline
+        return epoch
     }
 
     static func mask(_ classes: Set<ProtectionClass>) -> UInt64 { classes.reduce(0) { $0 | (1 << UInt64($1.rawValue)) } }
