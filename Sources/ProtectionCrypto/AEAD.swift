@@ -38,15 +38,20 @@ public enum AEADCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 /// computed once (`crypto_aead_aes256gcm_beforenm`) into locked memory, so each
 /// message pays only for the cipher itself. With extended nonces
 /// (`AEADNonceMode.extended`) the key is a master key and each nonce selects a
-/// subkey; a session (`withSession`) keeps the last subkey's expanded state.
-/// Sealing and opening only read the key state, so one `AEADKey` may be used
-/// from several threads at once (each thread in its own session).
+/// subkey: the key numbers its seals under one key nonce (`fillNonces`) and
+/// keeps the expanded state of the subkey it used last (`SubkeyCache`, locked
+/// memory, zeroed when the key goes), so it derives a subkey only when the key
+/// nonce changes. Sealing and opening only read the key state, so one `AEADKey`
+/// may be used from several threads at once (each thread in its own session).
 public struct AEADKey: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: state is immutable after init and libsodium's
-    // *_afternm / detached calls only read it; sessions keep their own scratch.
+    // *_afternm / detached calls only read it; sessions keep their own scratch;
+    // the subkey cache and the nonce sequence are classes behind their own locks.
     public let cipher: AEADCipher
     public let nonceMode: AEADNonceMode
     private let state: SecretBytes  // raw key (XChaCha, extended AES-GCM) or expanded state (direct AES-GCM)
+    private let subkeys: SubkeyCache?  // extended nonces: the last subkey's expanded state
+    private let nonces: KeyNonceSequence?  // extended nonces: the numbering of this key's seals
 
     /// Nonce length in bytes: the cipher's, or 24 for extended nonces.
     @inline(__always)
@@ -61,6 +66,13 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
     /// - Throws: `.invalidLength` for a key that is not 32 bytes; `.unsupportedCipher`
     ///   for AES-256-GCM on a CPU without support, or extended nonces with XChaCha20-Poly1305.
     public init(_ cipher: AEADCipher, key: borrowing SecretBytes, nonceMode: AEADNonceMode = .direct) throws(CryptoError) {
+        try self.init(cipher, key: key, nonceMode: nonceMode, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
+    }
+
+    /// Prepares `key` for `cipher` with extended nonces that change key nonce every `sealsPerKeyNonce` seals.
+    ///
+    /// The seam through which tests cross the change of key nonce (1 through 2^32; the public initialiser uses 2^32).
+    package init(_ cipher: AEADCipher, key: borrowing SecretBytes, nonceMode: AEADNonceMode, sealsPerKeyNonce: UInt64) throws(CryptoError) {
         try Sodium.ensureReady()
         guard key.count == AEADCipher.keySize else {
             throw CryptoError(.invalidLength, "an AEAD key must be \(AEADCipher.keySize) bytes, got \(key.count)")
@@ -75,6 +87,9 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         self.cipher = cipher
         self.nonceMode = nonceMode
         self.state = prepared
+        let extended = nonceMode == .extended
+        self.subkeys = extended ? SubkeyCache() : nil
+        self.nonces = extended ? KeyNonceSequence(limit: sealsPerKeyNonce) : nil
     }
 
     private static func prepare(_ cipher: AEADCipher, _ mode: AEADNonceMode, key: borrowing SecretBytes) throws(CryptoError) -> SecretBytes {
@@ -92,21 +107,21 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
 
     /// Runs `body` with a session that seals and opens under this key.
     ///
-    /// With extended nonces the session keeps the expanded subkey of the last
-    /// key nonce it met (on the stack, zeroed when `body` returns), so a run of
-    /// messages sharing a key nonce derives its subkey once. Use one session per
+    /// With extended nonces the session takes each message's subkey from the
+    /// key's cache or derives it (on the stack, zeroed when `body` returns) and
+    /// publishes it to the cache (see `AEADSession`). Use one session per
     /// thread; it must not escape `body`.
     @inline(__always)
     public borrowing func withSession<R, E: Error>(_ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
         try state.withUnsafeBytes { (k) throws(E) -> R in
             guard nonceMode == .extended else {
-                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: nil)
+                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: nil, cache: nil)
                 return try body(&session)
             }
             return try withUnsafeTemporaryAllocation(byteCount: AEADSession.scratchSize, alignment: 16) { (scratch) throws(E) -> R in
                 scratch.initializeMemory(as: UInt8.self, repeating: 0)
                 defer { wipeMemory(scratch) }
-                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!)
+                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!, cache: subkeys)
                 return try body(&session)
             }
         }
@@ -158,16 +173,18 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         try open(text, count: count, into: text, nonce: nonce, ad: ad, tag: tag)
     }
 
-    /// Fills the nonces of `count` messages to be sealed under this key, `stride` bytes apart, from one CSPRNG call.
+    /// Fills the nonces of the next `count` messages to be sealed under this key, `stride` bytes apart.
     ///
-    /// Direct nonces are independent random values. Extended nonces follow
-    /// `AEADNonceMode.extended`'s rule: one random key nonce shared by the
-    /// batch, and GCM nonces `R ⊕ k` (random `R`, `k` = 0, 1, … in the last
-    /// four bytes), distinct within the batch and each uniformly random.
-    /// - Throws: `.libraryUnavailable` if the CSPRNG cannot run; `.invalidLength` for more than 2^32 messages.
+    /// Direct nonces are independent random values from one CSPRNG call.
+    /// Extended nonces are numbered (`KeyNonceSequence`): one random key nonce
+    /// `N1` and GCM nonces `R ⊕ k` for this key's seals k = 0, 1, 2, … across
+    /// calls, each uniformly random and distinct under one `N1`, with a fresh
+    /// `N1` and `R` before k reaches 2^32. Nonces are assigned under a lock, so
+    /// fill a batch's nonces first, then seal its pieces on several threads.
+    /// - Throws: `.libraryUnavailable` if the CSPRNG cannot run.
     public borrowing func fillNonces(_ base: UnsafeMutableRawPointer, count: Int, stride: Int) throws(CryptoError) {
-        if nonceMode == .extended {
-            try AEADNonceMode.fillExtendedNonces(base, count: count, stride: stride)
+        if let nonces {
+            try nonces.fill(base, count: count, stride: stride)
             return
         }
         let n = nonceSize

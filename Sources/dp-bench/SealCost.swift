@@ -1,6 +1,7 @@
-// What extended nonces cost per 4 KiB chunk (FORMAT.md §7, §8): AES-256-GCM sealing and opening in memory,
-// direct nonces against extended nonces with a key nonce shared by a run of chunks (a write batch's piece, a read
-// piece) or drawn for every chunk (an append, a random 4 KiB read), interleaved rounds, one thread, one run.
+// What extended nonces cost per 4 KiB chunk (FORMAT.md §7, §8): AES-256-GCM sealing and opening in memory, direct
+// nonces against extended nonces whose key nonce stays the same (a handle's appends, random reads of a file written in
+// one session: the key's cached subkey), changes every 16 chunks, or changes every chunk (random reads of a file
+// written in many sessions), interleaved rounds, one thread, one run.
 import DataProtection
 import Foundation
 import ProtectionCrypto
@@ -29,36 +30,46 @@ func sealCost(_ argv: [String]) throws {
     func tag(_ k: Int) -> UnsafeMutableRawPointer { text(k) + size }
     func nonce(_ k: Int) -> UnsafeMutableRawPointer { text(k) + size + 16 }
 
-    /// ns per chunk over `chunks` chunks, switching between the nonces of A and B every `run` chunks (0: direct nonces,
-    /// every chunk); opens A or B when `opening`, else seals the scratch chunk.
-    func measure(_ key: borrowing AEADKey, run: Int, opening: Bool) throws -> Double {
+    /// ns per chunk over `chunks` chunks, switching between the nonces of A and B (whose key nonces differ) every `run`
+    /// chunks, in one session per chunk (as an append or a random read has) or one for all; opens A or B when
+    /// `opening`, else seals the scratch chunk.
+    func measure(_ key: borrowing AEADKey, run: Int, sessionPerChunk: Bool, opening: Bool) throws -> Double {
         for k in 0..<2 {
             try key.fillNonces(nonce(k), count: 1, stride: stride)
+            if k == 1, key.nonceMode == .extended { nonce(1).storeBytes(of: ~nonce(0).load(as: UInt8.self), as: UInt8.self) }  // another key nonce
             key.seal(text(k), count: size, into: text(k), nonce: nonce(k), ad: ad, tag: tag(k))
         }
-        let every = max(run, 1)
-        let t0 = now()
-        try key.withSession { (s) throws(CryptoError) in
-            for i in 0..<chunks {
-                let k = (i / every) & 1
-                if opening {
-                    try s.open(text(k), count: size, into: text(3), nonce: nonce(k), ad: ad, tag: tag(k))
-                } else {
-                    s.seal(text(2), count: size, into: text(2), nonce: nonce(k), ad: ad, tag: tag(2))
-                }
+        func one(_ s: inout AEADSession, _ i: Int) throws(CryptoError) {
+            let k = (i / run) & 1
+            if opening {
+                try s.open(text(k), count: size, into: text(3), nonce: nonce(k), ad: ad, tag: tag(k))
+            } else {
+                s.seal(text(2), count: size, into: text(2), nonce: nonce(k), ad: ad, tag: tag(2))
             }
+        }
+        let t0 = now()
+        if sessionPerChunk {
+            for i in 0..<chunks { try key.withSession { (s) throws(CryptoError) in try one(&s, i) } }
+        } else {
+            try key.withSession { (s) throws(CryptoError) in for i in 0..<chunks { try one(&s, i) } }
         }
         return (now() - t0) / Double(chunks) * 1e9
     }
 
-    let rows: [(String, Int)] = [("direct 12-byte nonces (format 1)", 0), ("extended, one key nonce per 32 chunks (a 128 KiB write piece)", 32),
-                                 ("extended, one key nonce per 16 chunks (a 64 KiB read piece)", 16), ("extended, a key nonce per chunk (an append, a random read)", 1)]
+    // (name, extended, key nonce changes every `run` chunks, a session per chunk)
+    let rows: [(String, Bool, Int, Bool)] = [
+        ("direct 12-byte nonces (format 1), a session per chunk", false, Int.max, true),
+        ("extended, one key nonce, a session per chunk (a handle's appends; random reads of a file written in one session)", true, Int.max, true),
+        ("extended, key nonce changes every 16 chunks, one session (a 64 KiB read piece of a file written in batches)", true, 16, false),
+        ("extended, key nonce changes every chunk, a session per chunk (random reads of a file written in many sessions)", true, 1, true),
+    ]
     var seal = [[Double]](repeating: [], count: rows.count), open = seal
     for r in 0..<rounds {
         for k in 0..<rows.count {
             let i = (k + r) % rows.count  // rotate the order from round to round
-            seal[i].append(try rows[i].1 == 0 ? measure(direct, run: 0, opening: false) : measure(extended, run: rows[i].1, opening: false))
-            open[i].append(try rows[i].1 == 0 ? measure(direct, run: 0, opening: true) : measure(extended, run: rows[i].1, opening: true))
+            let (_, ext, run, perChunk) = rows[i]
+            seal[i].append(try ext ? measure(extended, run: run, sessionPerChunk: perChunk, opening: false) : measure(direct, run: run, sessionPerChunk: perChunk, opening: false))
+            open[i].append(try ext ? measure(extended, run: run, sessionPerChunk: perChunk, opening: true) : measure(direct, run: run, sessionPerChunk: perChunk, opening: true))
         }
     }
     print("| AES-256-GCM, 4 KiB chunks, \(chunks) per measurement, \(rounds) interleaved rounds (median) | seal ns/chunk | ratio | open ns/chunk | ratio |")

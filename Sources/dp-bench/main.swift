@@ -6,6 +6,8 @@
 //       N × 4 KiB protected files against plain files, same durability
 //   dp-bench appends [--count 20000] [--bytes 100] [--rounds 7] [--dir /tmp]
 //       small appends to a protected file against O_APPEND writes to a plain file, interleaved
+//   dp-bench random-reads [--ops 200000] [--rounds 7] [--dir /tmp]
+//       random 4 KiB reads of a 64 MiB protected file (the figure `lock-check` measured until a131561)
 //   dp-bench seal-cost [--chunks 32768] [--rounds 7]
 //       AES-256-GCM per 4 KiB chunk in memory: direct nonces against extended nonces (a subkey per key nonce)
 //   dp-bench fileops seq-write|seq-read PATH MIB | small-write|small-read DIR N | random-read PATH OPS
@@ -15,7 +17,7 @@ import Foundation
 func now() -> Double { var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t); return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
 func median(_ x: [Double]) -> Double { let s = x.sorted(); return s[s.count / 2] }
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: dp-bench throughput|small-files|appends|seal-cost|fileops [options] (see the header of Sources/dp-bench/main.swift)\n".utf8))
+    FileHandle.standardError.write(Data("usage: dp-bench throughput|small-files|appends|random-reads|seal-cost|fileops [options] (see the header of Sources/dp-bench/main.swift)\n".utf8))
     exit(64)
 }
 
@@ -24,6 +26,7 @@ do {
     switch argv.first {
     case "throughput": try throughput(Array(argv.dropFirst()))
     case "seal-cost": try sealCost(Array(argv.dropFirst()))
+    case "random-reads": try randomReads(Array(argv.dropFirst()))
     case "small-files": try smallFiles(Array(argv.dropFirst()))
     case "appends": try appends(Array(argv.dropFirst()))
     case "fileops": try fileOps(Array(argv.dropFirst()))

@@ -11,17 +11,18 @@ import XCTest
 /// and in-place writes made them. Version-1 files keep their format, and their
 /// 2^32-seal budget, until a whole-file write replaces them.
 final class NonceBudgetTests: XCTestCase {
-    /// Every seal of a new file, appends included, has a nonce of its own; the chunks of one write call share a key
-    /// nonce with distinct GCM halves, and each call draws a new key nonce. Read from the bytes on disk.
-    func testEverySealOfANewFileHasItsOwnExtendedNonce() throws {
+    /// One handle is one writer session: every seal it makes, over batches and appends, shares one key nonce, and its
+    /// GCM halves are R ⊕ k for its seals k = 0, 1, 2, … in order, so none repeats. Read from the bytes on disk.
+    /// (Before writer sessions, every batch and every append drew a key nonce of its own.)
+    func testOneHandleSealsUnderOneKeyNonceWithNumberedGCMNonces() throws {
         try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
         let dir = try temporaryDirectory(self)
         let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(cipher: .aes256gcm, chunkSize: 4096))
         let path = "\(dir)/appended"
         var rng = TestRNG(seed: 19)
         let first = rng.bytes(3 << 20 + 100)  // three 1 MiB batches and a partial chunk, in one call
-        let h = try files.create(path, protection: .complete)
-        try h.write(first, at: 0)
+        let h = try files.create(path, protection: .complete)  // seal 0: the empty chunk 0
+        try h.write(first, at: 0)  // seals 1…769: chunks 0…768
         let cs = 4096, overhead = 40, slotStride = cs + overhead
         let onDisk = try readBytes(path)
         XCTAssertEqual(onDisk[8], 2, "format version")
@@ -30,11 +31,7 @@ final class NonceBudgetTests: XCTestCase {
         var seals: [[UInt8]] = []  // every 24-byte nonce sealed, in order
         let chunks = first.count / cs + 1
         for i in 0..<chunks { seals.append(Array(onDisk[(176 + i * slotStride)..<(176 + i * slotStride + 24)])) }
-        // One call, batch by batch: each 1 MiB batch (256 chunks) shares one key nonce; batches differ.
-        let batchKeyNonces = stride(from: 0, to: chunks, by: 256).map { Array(seals[$0][0..<12]) }
-        XCTAssertEqual(Set(batchKeyNonces).count, batchKeyNonces.count)
-        for (i, n) in seals.enumerated() { XCTAssertEqual(Array(n[0..<12]), batchKeyNonces[i / 256], "chunk \(i)") }
-        // 2,000 appends of 100 bytes: each re-seals the last chunk, under a key nonce of its own.
+        // 2,000 appends of 100 bytes: each re-seals the last chunk (and seals a new one when it crosses a chunk end).
         var model = first
         let appends = 2_000
         for a in 0..<appends {
@@ -49,17 +46,68 @@ final class NonceBudgetTests: XCTestCase {
         h.close()
         XCTAssertEqual(try files.read(path), model)
         XCTAssertEqual(Set(seals).count, seals.count, "a nonce was used twice")
-        let appendKeyNonces = seals.suffix(appends).map { Array($0[0..<12]) }
-        XCTAssertEqual(Set(appendKeyNonces + batchKeyNonces).count, appends + batchKeyNonces.count, "a key nonce was drawn twice")
-        // Distinct key nonces select distinct subkeys of the file's content key.
-        let content = try KeyDerivation.subkey(of: files.perFileKeyForTesting(path), context: FileKeys.contentContext, id: 1)
-        var subkeys = Set<[UInt8]>()
-        for n in appendKeyNonces + batchKeyNonces {
-            let sub = try n.span.bytes.withUnsafeBytes { (b) throws(CryptoError) in try AEADNonceMode.extendedSubkey(of: content, nonce: b) }
-            subkeys.insert(sub.withUnsafeBytes { Array($0) })
+        XCTAssertEqual(Set(seals.map { Array($0[0..<12]) }).count, 1, "one handle, one key nonce")
+        XCTAssertEqual(Set(seals.map { Array($0[12..<20]) }).count, 1, "R's first eight bytes are in every GCM nonce")
+        // Seal k's GCM nonce ends in R ⊕ k: chunk i of the write was seal 1 + i, and the appends count on from there.
+        func low(_ n: [UInt8]) -> UInt32 { n[20..<24].reduce(0) { $0 << 8 | UInt32($1) } }
+        let r = low(seals[0]) ^ 1
+        let numbers = seals.map { low($0) ^ r }
+        XCTAssertEqual(Array(numbers[0..<chunks]), (0..<chunks).map { UInt32(1 + $0) })
+        XCTAssertTrue(zip(numbers, numbers.dropFirst()).allSatisfy { $0 < $1 }, "seal numbers increase")
+        print("nonce budget: \(seals.count) seals observed (\(chunks) by one 3 MiB write, \(appends) appends) under one key nonce, seal numbers 1…\(numbers.last!), all nonces distinct")
+    }
+
+    /// A handle draws a fresh key nonce and R when its seal number reaches the limit (an injected 7 instead of 2^32);
+    /// a second session draws its own; and a reader of the resulting file, whose chunks lie under many key nonces,
+    /// reads every byte right in any order (its one cached subkey switching back and forth, on both pipeline threads).
+    func testKeyNonceChangesAtTheLimitAndPerSessionAndReadersSwitchSubkeys() throws {
+        try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
+        let dir = try temporaryDirectory(self)
+        let limit = 7
+        let keys = try InMemoryClassKeys.random()
+        let files = ProtectedFiles(keys: keys, options: .init(cipher: .aes256gcm, chunkSize: 4096), sealsPerKeyNonce: UInt64(limit))
+        let path = "\(dir)/many"
+        var rng = TestRNG(seed: 61)
+        let cs = 4096, slotStride = cs + 40
+        var model = rng.bytes(100 * cs + 123)  // seal 0: the empty chunk; seals 1…101: chunks 0…100
+        let h = try files.create(path, protection: .complete)
+        try h.write(model, at: 0)
+        let onDisk = try readBytes(path)
+        let nonces = (0...100).map { Array(onDisk[(176 + $0 * slotStride)..<(176 + $0 * slotStride + 24)]) }
+        for (i, n) in nonces.enumerated() where i > 0 {
+            let seal = 1 + i, group = seal / limit
+            if seal % limit != 0 { XCTAssertEqual(Array(n[0..<12]), Array(nonces[i - 1][0..<12]), "chunk \(i): same key nonce as the seal before") }
+            else { XCTAssertNotEqual(Array(n[0..<12]), Array(nonces[i - 1][0..<12]), "chunk \(i): seal \(seal) starts key nonce \(group)") }
         }
-        XCTAssertEqual(subkeys.count, appends + batchKeyNonces.count)
-        print("nonce budget: \(seals.count) seals (\(chunks) by one 3 MiB write, \(appends) appends), \(Set(seals).count) distinct nonces, \(subkeys.count) key nonces and subkeys, all distinct")
+        XCTAssertEqual(Set(nonces.map { Array($0[0..<12]) }).count, 101 / limit + 1, "seals 1…101 under key nonces 0…14")
+        XCTAssertEqual(Set(nonces).count, nonces.count)
+        for _ in 0..<20 {
+            let piece = rng.bytes(1000)
+            try h.append(piece)
+            model += piece
+        }
+        h.close()
+        // A second session on the same file: its seals start under a key nonce of their own.
+        let before = Set((0..<(model.count / cs + 1)).map { Array(try! pread(path, at: 176 + $0 * slotStride, count: 12)) })
+        let w = try files.open(path, forWriting: true)
+        try w.write([9, 9, 9], at: 5 * Int64(cs) + 1)
+        model.replaceSubrange((5 * cs + 1)..<(5 * cs + 4), with: [9, 9, 9])
+        w.close()
+        let rewritten = try pread(path, at: 176 + 5 * slotStride, count: 12)
+        XCTAssertFalse(before.contains(rewritten), "a second session reused a key nonce")
+        // Readers: the whole file (two pipeline threads, pieces crossing key nonces), then random reads.
+        XCTAssertEqual(try files.read(path), model)
+        let r = try files.open(path)
+        defer { r.close() }
+        var reads = 0
+        for _ in 0..<600 {
+            let offset = Int(rng.next() % UInt64(model.count)), count = 1 + Int(rng.next() % UInt64(3 * cs))
+            let got = try r.read(at: Int64(offset), count: count)
+            XCTAssertEqual(got, Array(model[offset..<min(model.count, offset + count)]), "read of \(count) at \(offset)")
+            reads += 1
+        }
+        let keyNonces = Set((0..<(model.count / cs + 1)).map { Array(try! pread(path, at: 176 + $0 * slotStride, count: 12)) })
+        print("nonce budget: limit \(limit) seals per key nonce; the file's \(model.count / cs + 1) chunks lie under \(keyNonces.count) key nonces; \(reads) random reads and a whole read match")
     }
 
     /// `count` bytes of the file at `path` from `offset`.
@@ -76,17 +124,17 @@ final class NonceBudgetTests: XCTestCase {
     func testSessionDerivesTheSubkeyOfEachKeyNonce() throws {
         try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
         let master = try SecretBytes.random(count: 32)
-        let key = try AEADKey(.aes256gcm, key: master, nonceMode: .extended)
+        let key = try AEADKey(.aes256gcm, key: master, nonceMode: .extended, sealsPerKeyNonce: 3)  // a key nonce per 3 seals
         XCTAssertEqual(key.nonceSize, 24)
         XCTAssertThrowsError(try { () throws in _ = try AEADKey(.xchacha20poly1305, key: master, nonceMode: .extended) }())
-        // Two batches of three nonces, interleaved as a reader meets chunks of several write calls.
+        // Two runs of three seals (the limit: the second draws a new key nonce), interleaved as a reader meets them.
         let raw = UnsafeMutableRawBufferPointer.allocate(byteCount: 6 * 24 + 25 + 100, alignment: 16)
         defer { raw.deallocate() }
         try key.fillNonces(raw.baseAddress!, count: 3, stride: 24)
         try key.fillNonces(raw.baseAddress! + 72, count: 3, stride: 24)
         let drawn = (0..<6).map { Array(raw[($0 * 24)..<($0 * 24 + 24)]) }
         let a = Array(drawn[0..<3]), b = Array(drawn[3..<6])
-        for k in 1..<3 {  // one key nonce per batch; GCM halves R ⊕ k
+        for k in 1..<3 {  // one key nonce per run; GCM halves R ⊕ k
             for batch in [a, b] {
                 XCTAssertEqual(Array(batch[k][0..<23]), Array(batch[0][0..<23]))
                 XCTAssertEqual(batch[k][23], batch[0][23] ^ UInt8(k))

@@ -62,6 +62,8 @@ public final class ProtectedFiles: Sendable {
     /// process) never see a half-done replacement.
     public let coordinator: FileCoordinator?
     let io: any FileIO
+    /// Seals under one extended key nonce per set of file keys: 2^32 (FORMAT.md §6.1); smaller only in tests.
+    let sealsPerKeyNonce: UInt64
 
     /// - Parameters:
     ///   - keys: the domain's keys (`domain.keys`), or the explicit in-process store `InMemoryClassKeys`; either
@@ -69,11 +71,17 @@ public final class ProtectedFiles: Sendable {
     ///   - options: cipher and chunk size for new files.
     ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
     ///   - coordinator: coordinates whole-file reads and writes with other readers and writers.
-    public init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO = SystemFileIO()) {
+    public convenience init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO = SystemFileIO()) {
+        self.init(keys: keys, options: options, coordinator: coordinator, io: io, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
+    }
+
+    /// The seam through which tests make handles change key nonce after `sealsPerKeyNonce` seals (1 through 2^32).
+    init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO = SystemFileIO(), sealsPerKeyNonce: UInt64) {
         self.keys = keys
         self.options = options
         self.coordinator = coordinator
         self.io = io
+        self.sealsPerKeyNonce = sealsPerKeyNonce
     }
 
     /// The lock state and key-holder registry of `keys`.
@@ -314,7 +322,7 @@ public final class ProtectedFiles: Sendable {
                     guard header.wrappedKey.count == FileHeader.wrappedKeyLength(for: protection) else {
                         throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(protection)")
                     }
-                    let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: cipher) }
+                    let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: cipher, sealsPerKeyNonce: sealsPerKeyNonce) }
                     header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
                     return makeHandle(
                         path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false, via: via)
@@ -429,7 +437,7 @@ public final class ProtectedFiles: Sendable {
     func fileKeys(for header: FileHeader, raw: [UInt8]? = nil, _ access: borrowing KeyAccess) throws(ProtectionError) -> FileKeys {
         let bytes = raw.flatMap { $0.count >= FileHeader.size ? $0 : nil } ?? header.encoded()
         let fileKey = try unwrapFileKey(header, raw: bytes, access)
-        let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
+        let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher, sealsPerKeyNonce: sealsPerKeyNonce) }
         try checkMAC(raw: bytes, fk)
         return fk
     }

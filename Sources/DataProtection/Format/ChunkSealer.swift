@@ -7,9 +7,13 @@ import ProtectionCrypto
 /// so a chunk cannot be moved to another file or index, and truncation or
 /// extension changes which chunk must carry the flag.
 ///
-/// Sealing and opening run in a session (`withSession`), one per thread: with
-/// extended nonces it keeps the subkey of the last key nonce, so the chunks of
-/// one batch, which share it (`fillNonces`), derive it once.
+/// A sealer is one writer session (FORMAT.md §6.1): with extended nonces its
+/// keys draw one key nonce and number the sealer's seals under it across every
+/// batch (`fillNonces`, a fresh key nonce before 2^32 seals), and keep the
+/// expanded subkey they used last, which every session (`withSession`, one per
+/// thread) shares. So a handle derives a subkey once for all the appends it
+/// makes, and once for all the random reads of a file written in one session.
+/// The handle drops its sealer on close and on a lock, and the subkey with it.
 struct ChunkSealer: Sendable {
     let fileID: [UInt8]
     let keys: FileKeys
@@ -55,8 +59,9 @@ struct ChunkSealer: Sendable {
         }
     }
 
-    /// Fills the nonce of each of `count` slots spaced `stride` apart for one batch of seals, with one call to the
-    /// CSPRNG (FORMAT.md §6.1: random nonces; with extended nonces one key nonce per batch).
+    /// Fills the nonce of each of `count` slots spaced `stride` apart for one batch of seals (FORMAT.md §6.1: random
+    /// nonces; with extended nonces the session's key nonce and its next `count` GCM nonces). Call it under the
+    /// handle's lock before the pipeline threads seal the batch's pieces: each piece then seals with its own nonces.
     func fillNonces(_ base: UnsafeMutableRawPointer, count: Int, stride: Int) throws(CryptoError) {
         try keys.content.fillNonces(base, count: count, stride: stride)
     }
