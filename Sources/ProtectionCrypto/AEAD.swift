@@ -119,9 +119,10 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
                 return try body(&session)
             }
             return try withUnsafeTemporaryAllocation(byteCount: AEADSession.scratchSize, alignment: 16) { (scratch) throws(E) -> R in
-                scratch.initializeMemory(as: UInt8.self, repeating: 0)
-                defer { wipeMemory(scratch) }
+                scratch.storeBytes(of: 0, toByteOffset: AEADSession.validAt, as: UInt8.self)  // nothing derived yet
                 var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!, cache: subkeys)
+                // Only a session that derived a subkey wrote key material there (a cached one costs no wipe).
+                defer { if session.derived { wipeMemory(scratch) } }
                 return try body(&session)
             }
         }

@@ -62,7 +62,7 @@ public enum AEADNonceMode: Sendable, Equatable {
 ///
 /// For extended nonces it finds the expanded state of each message's subkey in
 /// this order: the entry of the key's `SubkeyCache` it holds, its own stack
-/// scratch (zeroed by `withSession` when the session ends), the cache's latest
+/// scratch (zeroed by `withSession` when the session ends, if it derived), the cache's latest
 /// entry; only then does it derive and expand the subkey, into the scratch, and
 /// publish a copy to the cache. Nothing a session holds outlives it except what
 /// the cache holds, which goes with the `AEADKey` (dropped under the handle's
@@ -79,9 +79,12 @@ public struct AEADSession: ~Copyable {
     let cache: SubkeyCache?
     /// The cache entry this session last used (kept alive while the session may still use it).
     private var entry: ExpandedSubkey?
+    /// Whether the scratch received a subkey (and must be wiped when the session ends).
+    private(set) var derived = false
 
     static let scratchSize = 576
-    private static let keyNonceAt = 512, validAt = 524, subkeyAt = 528
+    static let validAt = 524
+    private static let keyNonceAt = 512, subkeyAt = 528
 
     init(cipher: AEADCipher, key: UnsafeRawPointer, scratch: UnsafeMutableRawPointer?, cache: SubkeyCache?) {
         self.cipher = cipher
@@ -105,6 +108,7 @@ public struct AEADSession: ~Copyable {
                 entry = e
                 return e.withState { body($0, n2) }
             }
+            derived = true
             let sub = scratch + Self.subkeyAt
             AEADNonceMode.deriveSubkey(into: sub, master: key, keyNonce: nonce)
             _ = crypto_aead_aes256gcm_beforenm(st, sub.assumingMemoryBound(to: UInt8.self))

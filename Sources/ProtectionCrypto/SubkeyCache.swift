@@ -1,5 +1,7 @@
 internal import CSodium
-import Locking
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The expanded AES-GCM state of one extended-nonce subkey (`crypto_aead_aes256gcm_beforenm`), immutable once built.
 ///
@@ -39,18 +41,39 @@ final class ExpandedSubkey: Sendable {
 /// never changed: a session that meets another key nonce derives that subkey and swaps in a new entry under the lock,
 /// while a session on another thread may go on using the old one, which it holds. The cache goes with its key (the
 /// handle's keys, dropped on close and on a lock), and the last reference to an entry zeroes its state.
-final class SubkeyCache: Sendable {
-    private let latest = Locked<ExpandedSubkey?>(nil)
+final class SubkeyCache: @unchecked Sendable {  // `latest` is read and written only with `mutex` held
+    // A bare pthread mutex rather than `Locked`: a random 4 KiB read looks here once, and the generic `withLock`
+    // across the module boundary cost about as much again as the lock itself. TSan still sees the pthread calls.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var latest: ExpandedSubkey?
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
 
     /// The most recently published subkey, if any.
     @inline(__always)
-    var current: ExpandedSubkey? { latest.withLock { $0 } }
+    var current: ExpandedSubkey? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return latest
+    }
 
     /// Publishes a copy of the expanded state at `state` for `keyNonce` and returns it; nil when locked memory runs
     /// out (the caller then keeps using its own copy).
     func publish(copying state: UnsafeRawPointer, keyNonce: UnsafeRawPointer) -> ExpandedSubkey? {
         guard let entry = try? ExpandedSubkey(copying: state, keyNonce: keyNonce) else { return nil }
-        latest.withLock { $0 = entry }
+        pthread_mutex_lock(mutex)
+        let replaced = latest
+        latest = entry
+        pthread_mutex_unlock(mutex)
+        _ = replaced  // released (and its state zeroed) here, outside the lock, unless a session still holds it
         return entry
     }
 }
