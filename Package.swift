@@ -42,12 +42,6 @@ let package = Package(
             name: "KernelKeyring",
             dependencies: ["CKeyutils", .product(name: "Logging", package: "swift-log")],
             exclude: ["README.md"]),
-        // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
-        .executableTarget(name: "keyctl-deny"),
-        // Prints whether the kernel keyring works here; KernelKeyringTests run it under keyctl-deny.
-        .executableTarget(
-            name: "keyring-probe",
-            dependencies: ["KernelKeyring", "CKeyutils", .product(name: "Logging", package: "swift-log")]),
         // NSFileCoordinator-style coordination; independent of the encryption.
         .target(name: "FileCoordination", dependencies: ["CShims", "Locking", "PathSyntax"], exclude: ["README.md"]),
         .target(
@@ -59,14 +53,6 @@ let package = Package(
             exclude: ["Domain/README.md", "Container/README.md"]),
         // Measures unlock, key fetch per open, passphrase change at 10 vs 10,000 files, rotation (BENCHMARKS.md).
         .executableTarget(name: "dp-keybench", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"]),
-        // Holds a container in use from another process (ContainerPurgeTests).
-        .executableTarget(name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"]),
-        // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
-        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto"]),
-        // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point.
-        .executableTarget(name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection"]),
-        // A real process for FileCoordination's cross-process tests and benchmarks.
-        .executableTarget(name: "coordination-worker", dependencies: ["FileCoordination", "CShims", "PathSyntax"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -83,25 +69,56 @@ let package = Package(
         // The main job's tour of the library (scripts/walkthrough).
         .executableTarget(name: "library-tour", dependencies: ["DataProtection"], path: "Examples/LibraryTour"),
 
+        // Test rigs: helpers and worker processes the tests run, under Tests/Support (not shipped).
+        // Finding a built helper product next to the test bundle (every test target that runs one).
+        .target(name: "TestSupport", path: "Tests/Support/TestSupport"),
+        // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
+        .executableTarget(name: "keyctl-deny", path: "Tests/Support/keyctl-deny"),
+        // Prints whether the kernel keyring works here; KernelKeyringTests run it under keyctl-deny.
+        .executableTarget(
+            name: "keyring-probe",
+            dependencies: ["KernelKeyring", "CKeyutils", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/Support/keyring-probe"),
+        // Holds a container in use from another process (ContainerPurgeTests).
+        .executableTarget(
+            name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"], path: "Tests/Support/container-hold"),
+        // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
+        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto"], path: "Tests/Support/CrashScenarios"),
+        // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point.
+        .executableTarget(
+            name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection"], path: "Tests/Support/crash-worker"),
+        // A real process for FileCoordination's cross-process tests and benchmarks.
+        .executableTarget(
+            name: "coordination-worker", dependencies: ["FileCoordination", "CShims", "PathSyntax"],
+            path: "Tests/Support/coordination-worker"),
+        // The guarantee matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
+        .target(name: "GuaranteeMatrix", dependencies: ["DataProtection"], path: "Tests/Support/GuaranteeMatrix"),
+        // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
+        .executableTarget(name: "guarantee-worker", dependencies: ["GuaranteeMatrix", "DataProtection"], path: "Tests/Support/guarantee-worker"),
+
         .testTarget(
             name: "ProtectionCryptoTests", dependencies: ["ProtectionCrypto"],
             resources: [.copy("Vectors")]),
         .testTarget(
             name: "KernelKeyringTests",
-            dependencies: ["KernelKeyring", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker", "PathSyntax"]),
-        // The guarantee matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
-        .target(name: "GuaranteeMatrix", dependencies: ["DataProtection"], path: "Tests/Support/GuaranteeMatrix"),
-        // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
-        .executableTarget(name: "guarantee-worker", dependencies: ["GuaranteeMatrix", "DataProtection"], path: "Tests/Support/guarantee-worker"),
+            dependencies: [
+                "KernelKeyring", "keyring-probe", "keyctl-deny", "TestSupport", .product(name: "Logging", package: "swift-log"),
+            ]),
+        .testTarget(
+            name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker", "PathSyntax", "TestSupport"]),
         .testTarget(
             name: "DataProtectionTests",
             dependencies: [
                 "DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios",
-                "Locking", "PathSyntax", "GuaranteeMatrix", "guarantee-worker",
+                "Locking", "PathSyntax", "GuaranteeMatrix", "guarantee-worker", "TestSupport",
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
-        .testTarget(name: "DpctlTests", dependencies: ["DataProtection", "KernelKeyring", "Locking", "dpctl", "dp-example-service", "crash-worker"]),
+        .testTarget(
+            name: "DpctlTests",
+            dependencies: [
+                "DataProtection", "KernelKeyring", "Locking", "dpctl", "dp-example-service", "crash-worker", "keyctl-deny",
+                "TestSupport",
+            ]),
     ]
 )

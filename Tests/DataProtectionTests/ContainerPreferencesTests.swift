@@ -1,5 +1,6 @@
 import Foundation
 @testable import DataProtection
+import TestSupport
 import XCTest
 
 /// The preferences store: typed values, atomic protected saves, safe across threads and processes.

@@ -2,6 +2,7 @@ import FileCoordination
 import Foundation
 import Locking
 @testable import DataProtection
+import TestSupport
 import XCTest
 
 /// Purge empties tmp and Caches, oldest first, never in a container in use, never a file being written.
@@ -200,16 +201,4 @@ final class Holder {
     }
 
     deinit { if process.isRunning { process.terminate() } }
-}
-
-/// The path of an executable built by this package, next to the test bundle.
-func builtProduct(_ name: String) throws -> String {
-    let bundle = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-    var dir = URL(fileURLWithPath: bundle).deletingLastPathComponent()
-    for _ in 0..<4 {
-        let p = dir.appendingPathComponent(name).path
-        if FileManager.default.isExecutableFile(atPath: p) { return p }
-        dir = dir.deletingLastPathComponent()
-    }
-    throw ProtectionError(.notFound, "the executable '\(name)' is missing next to the tests; run `swift build` before `swift test`")
 }

@@ -4,6 +4,7 @@ import GuaranteeMatrix
 import Locking
 import ProtectionCrypto
 import Synchronization
+import TestSupport
 import XCTest
 
 /// The guarantee matrix (issue 19): every public entry point that opens, creates, reads or writes protected data

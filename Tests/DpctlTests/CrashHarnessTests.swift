@@ -1,9 +1,10 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// The crash harness (issue 8 item 1): each operation is SIGKILLed right after every one of its
 /// disk-changing I/O calls, and at random times; a fresh process then opens everything and checks
-/// the invariants (see `Scenario.verify` in Sources/CrashScenarios).
+/// the invariants (see `Scenario.verify` in Tests/Support/CrashScenarios).
 ///
 /// Per operation: `crash-worker prepare` builds a template tree once; a dry `run` reports the
 /// operation's I/O-call count C; then for every N in 1...C a copy of the template is run with

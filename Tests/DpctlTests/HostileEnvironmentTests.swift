@@ -1,5 +1,6 @@
 import DataProtection
 import Foundation
+import TestSupport
 import XCTest
 
 /// The library and dpctl where the machine works against them: the kernel keyring refused by

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// The real dpctl binary through a domain's life: init, unlock, lock, status, timeouts, wrong passphrases.

@@ -2,6 +2,7 @@ import Foundation
 @testable import DataProtection
 import ProtectionCrypto
 import Locking
+import TestSupport
 import XCTest
 
 extension DpctlTestCase {

@@ -1,5 +1,6 @@
 // Spawning coordination-worker as a real process, and reading its lines.
 import Foundation
+import TestSupport
 import XCTest
 
 /// A running coordination-worker with pipes to its stdin and stdout.
@@ -9,21 +10,9 @@ final class WorkerProcess: @unchecked Sendable {
     private let output = Pipe()
     private var buffer = Data()
 
-    /// The worker executable next to the test bundle in the build products directory.
-    static func executable() throws -> URL {
-        var candidates: [URL] = []
-        for base in [Bundle.main.bundleURL, Bundle(for: WorkerProcess.self).bundleURL, URL(fileURLWithPath: CommandLine.arguments[0])] {
-            candidates.append(base.deletingLastPathComponent().appendingPathComponent("coordination-worker"))
-            candidates.append(base.appendingPathComponent("coordination-worker"))
-        }
-        if let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) { return found }
-        throw XCTSkip(
-            "coordination-worker is missing next to the test bundle (looked in \(candidates.map(\.path))); build it with `swift build --product coordination-worker`")
-    }
-
     /// Starts the worker with `arguments`.
     init(_ arguments: [String]) throws {
-        process.executableURL = try Self.executable()
+        process.executableURL = URL(fileURLWithPath: try builtProduct("coordination-worker"))
         process.arguments = arguments
         process.standardInput = input
         process.standardOutput = output

@@ -1,6 +1,7 @@
 // checkAvailable in this process, and a refused keyring seen from a child run under keyctl-deny.
 import Foundation
 import KernelKeyring
+import TestSupport
 import XCTest
 
 final class AvailabilityTests: KeyringTestCase {

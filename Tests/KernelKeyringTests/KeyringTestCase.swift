@@ -135,17 +135,3 @@ func runChild(_ executable: String, _ arguments: [String]) throws -> ChildResult
         status: process.terminationStatus, stdout: stdout,
         stderr: String(decoding: stderr, as: UTF8.self))
 }
-
-/// The path of an executable built by this package, next to the test bundle; fails the test if missing.
-func builtProduct(_ name: String, file: StaticString = #filePath, line: UInt = #line) throws -> String {
-    let bundle = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-    let directory = URL(fileURLWithPath: bundle).deletingLastPathComponent()
-    let path = directory.appendingPathComponent(name).path
-    guard FileManager.default.isExecutableFile(atPath: path) else {
-        XCTFail(
-            "the executable '\(name)' is missing from \(directory.path); build the whole package "
-                + "(`swift build`) before `swift test`", file: file, line: line)
-        throw CocoaError(.fileNoSuchFile)
-    }
-    return path
-}
