@@ -99,24 +99,9 @@ public final class LiveLock: Sendable {
         state.isLocked(c) || (autoLockPassed && Self.lockClasses.contains(c))
     }
 
-    /// The epoch as of now (the per-operation check): one past the stored one while a passed
-    /// auto-lock deadline has not been applied yet, which is the epoch that lock will give.
-    ///
-    /// No side effects: the lock itself, with its revocations and events, is the lock sequence's.
-    @inline(__always)
-    func currentEpoch() -> UInt64 {
-        let passed = autoLockPassed
-        let epoch = state.epoch
-        return passed ? epoch &+ 1 : epoch
-    }
-
     /// Whether an auto-lock deadline has passed (or its lock is running) and the page does not yet say locked.
     @inline(__always)
-    var autoLockPassed: Bool {
-        let d = state.autoLockDeadline
-        return d != 0 && d <= unixMillis()
-    }
-
+    var autoLockPassed: Bool { state.autoLockPassed }
 
     // MARK: Lock and unlock (called by whoever locks: the CLI or the library)
 

@@ -86,8 +86,13 @@ final class LiveState: RevocationState, @unchecked Sendable {
     @inline(__always) func revokes(_ c: ProtectionClass) -> Bool {
         guard c == .complete || c == .completeUntilFirstUserAuthentication else { return false }
         if isLocked(c) { return true }
+        return autoLockPassed && LiveLock.lockClasses.contains(c)
+    }
+
+    /// Whether an auto-lock deadline has passed, or its lock is running (`lockingMarker`).
+    @inline(__always) var autoLockPassed: Bool {
         let d = autoLockDeadline
-        return d != 0 && LiveLock.lockClasses.contains(c) && d <= unixMillis()
+        return d != 0 && d <= unixMillis()
     }
 
     /// The auto-lock deadline in Unix milliseconds, 0 for none, or `lockingMarker` while its lock runs.
