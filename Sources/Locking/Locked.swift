@@ -11,8 +11,8 @@ import Glibc
 /// run sees the real ordering and reports only real races. Uncontended cost is
 /// one `pthread_mutex_lock`/`unlock` pair (about 20 ns here).
 public final class Locked<Value: ~Copyable>: @unchecked Sendable {  // every access to `value` holds `mutex`
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline var value: Value
 
     public init(_ initial: consuming Value) {
         mutex = .allocate(capacity: 1)
@@ -26,7 +26,9 @@ public final class Locked<Value: ~Copyable>: @unchecked Sendable {  // every acc
     }
 
     /// Runs `body` with the lock held and the value in hand; not reentrant (a nested call on the same lock deadlocks).
-    @inline(__always)
+    ///
+    /// Inlinable so callers in other modules are specialized (no generic metadata looked up per call).
+    @inlinable
     public func withLock<Result: ~Copyable, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

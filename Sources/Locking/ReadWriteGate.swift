@@ -9,7 +9,7 @@ import Glibc
 /// must not enter a section of the same gate again before leaving the first. ThreadSanitizer intercepts
 /// `pthread_rwlock_*`, as it does the mutex behind `Locked`.
 public final class ReadWriteGate: @unchecked Sendable {  // the rwlock is the only state
-    private let lock: UnsafeMutablePointer<pthread_rwlock_t>
+    @usableFromInline let lock: UnsafeMutablePointer<pthread_rwlock_t>
 
     public init() {
         lock = .allocate(capacity: 1)
@@ -26,7 +26,9 @@ public final class ReadWriteGate: @unchecked Sendable {  // the rwlock is the on
     }
 
     /// Runs `body` while no exclusive section runs (other shared sections may).
-    @inline(__always)
+    ///
+    /// Inlinable so callers in other modules are specialized (no generic metadata looked up per call).
+    @inlinable
     public func shared<R: ~Copyable, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_rwlock_rdlock(lock)
         defer { pthread_rwlock_unlock(lock) }
@@ -34,7 +36,7 @@ public final class ReadWriteGate: @unchecked Sendable {  // the rwlock is the on
     }
 
     /// Runs `body` while no other section, shared or exclusive, runs.
-    @inline(__always)
+    @inlinable
     public func exclusive<R: ~Copyable, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_rwlock_wrlock(lock)
         defer { pthread_rwlock_unlock(lock) }

@@ -32,7 +32,7 @@ protocol RevocationState: Sendable {
 final class Revocation: Sendable {
     let state: any RevocationState
     private let gate = ReadWriteGate()
-    private let holders = Locked<[ObjectIdentifier: WeakHolder]>([:])
+    private let holders = Locked<[ObjectIdentifier: Unowned]>([:])
     private let waiting = Atomic<Int>(0)
 
     /// Revocations waiting for acquisitions in flight to finish (for the interleaving test).
@@ -66,29 +66,39 @@ final class Revocation: Sendable {
     }
 
     /// Registers `holder`; call it inside `admit`'s body, before the keys it holds are used.
-    func register(_ holder: any KeyHolder) { holders.withLock { $0[ObjectIdentifier(holder)] = WeakHolder(holder) } }
+    ///
+    /// The registry does not retain its holders (no weak reference either: a weak reference gives every handle a
+    /// side table, which costs an allocation per open). Every holder unregisters itself before it is freed (a handle
+    /// in `close` and in `deinit`), and `revokeLocked` reaches holders only while it holds the registry's lock, which
+    /// that unregistration takes: so a registered holder is always a live object.
+    func register(_ holder: any KeyHolder) { holders.withLock { $0[ObjectIdentifier(holder)] = Unowned(holder) } }
 
-    /// Forgets `holder` (it closed, or dropped its keys for good).
+    /// Forgets `holder` (it closed, or is being freed).
     func unregister(_ holder: any KeyHolder) { _ = holders.withLock { $0.removeValue(forKey: ObjectIdentifier(holder)) } }
 
-    /// Number of registered holders that are still alive.
-    var holderCount: Int { holders.withLock { $0.values.count { $0.holder != nil } } }
+    /// Number of registered holders.
+    var holderCount: Int { holders.withLock { $0.count } }
 
     /// Revokes the keys of every class the state now says to revoke, in every registered holder.
     ///
-    /// Waits for acquisitions in flight (they either registered their holder by then, or will see the lock).
-    /// Must not be called by a thread inside `admit` or holding a holder's own lock.
+    /// Waits for acquisitions in flight (they either registered their holder by then, or will see the lock), then
+    /// revokes each holder with the registry locked (see `register`: that is what keeps them alive); a holder's
+    /// revoke waits for the operation it is running. Must not be called by a thread inside `admit` or holding a
+    /// holder's own lock.
     func revokeLocked() {
         waiting.add(1, ordering: .sequentiallyConsistent)
-        let victims = gate.exclusive { holders.withLock { $0.values.compactMap(\.holder) } }
+        gate.exclusive {}  // acquisitions in flight have registered by now, and later ones see the lock
         waiting.subtract(1, ordering: .sequentiallyConsistent)
-        for h in victims { h.revoke(where: state.revokes) }
+        holders.withLock { table in
+            for entry in table.values { entry.holder.revoke(where: state.revokes) }
+        }
     }
 }
 
-final class WeakHolder: @unchecked Sendable {
-    // @unchecked: only read and written under Revocation.holders' lock.
-    weak var holder: (any KeyHolder)?
+/// An unretained reference to a registered key holder (see `Revocation.register`).
+struct Unowned: @unchecked Sendable {
+    // @unchecked: read only under Revocation.holders' lock, while the holder is registered and so alive.
+    unowned(unsafe) let holder: any KeyHolder
     init(_ h: any KeyHolder) { holder = h }
 }
 
