@@ -89,8 +89,10 @@ final class Revocation: Sendable {
         waiting.add(1, ordering: .sequentiallyConsistent)
         gate.exclusive {}  // acquisitions in flight have registered by now, and later ones see the lock
         waiting.subtract(1, ordering: .sequentiallyConsistent)
+        let state = state
+        let locked: (ProtectionClass) -> Bool = { state.revokes($0) }  // one closure for every holder
         holders.withLock { table in
-            for entry in table.values { entry.holder.revoke(where: state.revokes) }
+            for entry in table.values { entry.holder.revoke(where: locked) }
         }
     }
 }
