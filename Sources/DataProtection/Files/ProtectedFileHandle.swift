@@ -373,14 +373,13 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     private func live(_ st: inout State, _ action: String) throws(ProtectionError) -> ChunkSealer {
         let r = files.revocation
         let e = r.epoch
-        if e != st.epoch || r.revokes(protectionClass) {
-            if r.revokes(protectionClass) {
-                Self.drop(&st, .locked(protectionClass))
-            } else if st.sealer != nil {
-                st.epoch = e
-            }
+        let revoked = r.revokes(protectionClass)
+        if revoked {
+            Self.drop(&st, .locked(protectionClass))
+        } else if e != st.epoch, st.sealer != nil {
+            st.epoch = e
         }
-        if st.sealer == nil, st.fd >= 0, st.revokedBy?.code == .locked, !r.revokes(protectionClass) {
+        if st.sealer == nil, st.fd >= 0, st.revokedBy?.code == .locked, !revoked {
             do throws(ProtectionError) {
                 // Keys again after an unlock: through the same admission as an open, so a lock cannot miss them.
                 try files.keys.admit(protectionClass, via: entryPoint) { (access, epoch) throws(ProtectionError) in
