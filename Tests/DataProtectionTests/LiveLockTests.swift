@@ -85,7 +85,10 @@ final class LiveLockTests: XCTestCase {
         // Wait (bounded) until the write is visibly under way: chunks are reaching the file.
         let limit = Date().addingTimeInterval(10)
         while (try FileManager.default.attributesOfItem(atPath: "\(dir)/big")[.size] as? Int ?? 0) < (1 << 20) && Date() < limit { usleep(200) }
-        _ = try locker.lock { keys.drop() }
+        // The acknowledgement timeout (2 s by default, after which lock reports the process as not answering) is raised:
+        // a 256 MiB write under a sanitizer, with another sanitized suite on the same two cores, takes longer than that.
+        let report = try locker.lock(grace: .zero, timeoutMillis: 120_000) { keys.drop() }
+        XCTAssertEqual(report.processesTimedOut, 0)
         // The write was in flight, so lock waited for it: when lock returns, every chunk is on disk.
         let onDiskAtLock = try FileManager.default.attributesOfItem(atPath: "\(dir)/big")[.size] as? Int ?? 0
         let layout = h.layout
