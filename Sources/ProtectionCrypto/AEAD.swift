@@ -39,19 +39,18 @@ public enum AEADCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 /// message pays only for the cipher itself. With extended nonces
 /// (`AEADNonceMode.extended`) the key is a master key and each nonce selects a
 /// subkey: the key numbers its seals under one key nonce (`fillNonces`) and
-/// keeps the expanded state of the subkey it used last (`SubkeyCache`, locked
+/// keeps the expanded state of the subkey it used last (`ExtendedKeyState`, locked
 /// memory, zeroed when the key goes), so it derives a subkey only when the key
 /// nonce changes. Sealing and opening only read the key state, so one `AEADKey`
 /// may be used from several threads at once (each thread in its own session).
 public struct AEADKey: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: state is immutable after init and libsodium's
     // *_afternm / detached calls only read it; sessions keep their own scratch;
-    // the subkey cache and the nonce sequence are classes behind their own locks.
+    // the extended-nonce state is a class behind its own lock.
     public let cipher: AEADCipher
     public let nonceMode: AEADNonceMode
-    private let state: SecretBytes  // raw key (XChaCha, extended AES-GCM) or expanded state (direct AES-GCM)
-    private let subkeys: SubkeyCache?  // extended nonces: the last subkey's expanded state
-    private let nonces: KeyNonceSequence?  // extended nonces: the numbering of this key's seals
+    @usableFromInline let state: SecretBytes  // raw key (XChaCha, extended AES-GCM) or expanded state (direct AES-GCM)
+    @usableFromInline let extended: ExtendedKeyState?  // extended nonces: the numbering of its seals, its last subkey
 
     /// Nonce length in bytes: the cipher's, or 24 for extended nonces.
     @inline(__always)
@@ -66,13 +65,14 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
     /// - Throws: `.invalidLength` for a key that is not 32 bytes; `.unsupportedCipher`
     ///   for AES-256-GCM on a CPU without support, or extended nonces with XChaCha20-Poly1305.
     public init(_ cipher: AEADCipher, key: borrowing SecretBytes, nonceMode: AEADNonceMode = .direct) throws(CryptoError) {
-        try self.init(cipher, key: key, nonceMode: nonceMode, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
+        try self.init(cipher, key: try key.duplicate(), nonceMode: nonceMode, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
     }
 
-    /// Prepares `key` for `cipher` with extended nonces that change key nonce every `sealsPerKeyNonce` seals.
+    /// Prepares `key` for `cipher`, taking it over, with extended nonces that change key nonce every `sealsPerKeyNonce` seals.
     ///
-    /// The seam through which tests cross the change of key nonce (1 through 2^32; the public initialiser uses 2^32).
-    package init(_ cipher: AEADCipher, key: borrowing SecretBytes, nonceMode: AEADNonceMode, sealsPerKeyNonce: UInt64) throws(CryptoError) {
+    /// The seam through which tests cross the change of key nonce (1 through 2^32; the public initialiser uses 2^32),
+    /// and the library's own way in: the key is not copied (a protected file's open makes one such key).
+    package init(_ cipher: AEADCipher, key: consuming SecretBytes, nonceMode: AEADNonceMode, sealsPerKeyNonce: UInt64) throws(CryptoError) {
         try Sodium.ensureReady()
         guard key.count == AEADCipher.keySize else {
             throw CryptoError(.invalidLength, "an AEAD key must be \(AEADCipher.keySize) bytes, got \(key.count)")
@@ -87,13 +87,12 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         self.cipher = cipher
         self.nonceMode = nonceMode
         self.state = prepared
-        let extended = nonceMode == .extended
-        self.subkeys = extended ? SubkeyCache() : nil
-        self.nonces = extended ? KeyNonceSequence(limit: sealsPerKeyNonce) : nil
+        self.extended = nonceMode == .extended ? ExtendedKeyState(limit: sealsPerKeyNonce) : nil
     }
 
-    private static func prepare(_ cipher: AEADCipher, _ mode: AEADNonceMode, key: borrowing SecretBytes) throws(CryptoError) -> SecretBytes {
-        guard cipher == .aes256gcm, mode == .direct else { return try key.duplicate() }
+    /// The key as the cipher uses it: itself, or (direct AES-256-GCM) its expanded state, the key then zeroed.
+    private static func prepare(_ cipher: AEADCipher, _ mode: AEADNonceMode, key: consuming SecretBytes) throws(CryptoError) -> SecretBytes {
+        guard cipher == .aes256gcm, mode == .direct else { return key }
         var st = try SecretBytes(zeroedCount: crypto_aead_aes256gcm_statebytes())
         st.withUnsafeMutableBytes { s in
             key.withUnsafeBytes { k in
@@ -111,18 +110,21 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
     /// key's cache or derives it (on the stack, zeroed when `body` returns) and
     /// publishes it to the cache (see `AEADSession`). Use one session per
     /// thread; it must not escape `body`.
-    @inline(__always)
+    ///
+    /// Inlinable so that callers in other modules are specialized: unspecialized, the temporary allocation's
+    /// `Result<R, E>` metadata was looked up at run time on every call (about 1,100 instructions per small-file open).
+    @inlinable @inline(__always)
     public borrowing func withSession<R, E: Error>(_ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
         try state.withUnsafeBytes { (k) throws(E) -> R in
-            guard nonceMode == .extended else {
+            guard let extended else {
                 var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: nil, cache: nil)
                 return try body(&session)
             }
             return try withUnsafeTemporaryAllocation(byteCount: AEADSession.scratchSize, alignment: 16) { (scratch) throws(E) -> R in
                 scratch.storeBytes(of: 0, toByteOffset: AEADSession.validAt, as: UInt8.self)  // nothing derived yet
-                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!, cache: subkeys)
+                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!, cache: extended)
                 // Only a session that derived a subkey wrote key material there (a cached one costs no wipe).
-                defer { if session.derived { wipeMemory(scratch) } }
+                defer { if session.derived { AEADSession.wipe(scratch) } }
                 return try body(&session)
             }
         }
@@ -177,15 +179,15 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
     /// Fills the nonces of the next `count` messages to be sealed under this key, `stride` bytes apart.
     ///
     /// Direct nonces are independent random values from one CSPRNG call.
-    /// Extended nonces are numbered (`KeyNonceSequence`): one random key nonce
+    /// Extended nonces are numbered (`ExtendedKeyState`): one random key nonce
     /// `N1` and GCM nonces `R ⊕ k` for this key's seals k = 0, 1, 2, … across
     /// calls, each uniformly random and distinct under one `N1`, with a fresh
     /// `N1` and `R` before k reaches 2^32. Nonces are assigned under a lock, so
     /// fill a batch's nonces first, then seal its pieces on several threads.
     /// - Throws: `.libraryUnavailable` if the CSPRNG cannot run.
     public borrowing func fillNonces(_ base: UnsafeMutableRawPointer, count: Int, stride: Int) throws(CryptoError) {
-        if let nonces {
-            try nonces.fill(base, count: count, stride: stride)
+        if let extended {
+            try extended.fill(base, count: count, stride: stride)
             return
         }
         let n = nonceSize

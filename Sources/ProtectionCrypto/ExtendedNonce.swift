@@ -61,7 +61,7 @@ public enum AEADNonceMode: Sendable, Equatable {
 /// Seals and opens under one `AEADKey` on one thread (see `AEADKey.withSession`).
 ///
 /// For extended nonces it finds the expanded state of each message's subkey in
-/// this order: the entry of the key's `SubkeyCache` it holds, its own stack
+/// this order: the entry of the key's `ExtendedKeyState` it holds, its own stack
 /// scratch (zeroed by `withSession` when the session ends, if it derived), the cache's latest
 /// entry; only then does it derive and expand the subkey, into the scratch, and
 /// publish a copy to the cache. Nothing a session holds outlives it except what
@@ -70,28 +70,33 @@ public enum AEADNonceMode: Sendable, Equatable {
 /// libsodium's one-shot AES-GCM calls keep their expanded key on the stack and
 /// zero it the same way.
 public struct AEADSession: ~Copyable {
-    let cipher: AEADCipher
+    @usableFromInline let cipher: AEADCipher
     /// The `AEADKey`'s state: raw key (XChaCha, extended AES-GCM) or expanded state (direct AES-GCM).
-    let key: UnsafeRawPointer
+    @usableFromInline let key: UnsafeRawPointer
     /// Extended nonces only: [0..<512) expanded subkey, [512..<524) its key nonce, [524] 1 once set, [528..<560) subkey.
-    let scratch: UnsafeMutableRawPointer?
-    /// Extended nonces only: the key's cache of its last subkey.
-    let cache: SubkeyCache?
+    @usableFromInline let scratch: UnsafeMutableRawPointer?
+    /// Extended nonces only: the key's state, which holds its last subkey.
+    @usableFromInline let cache: ExtendedKeyState?
     /// The cache entry this session last used (kept alive while the session may still use it).
-    private var entry: ExpandedSubkey?
+    @usableFromInline var entry: ExpandedSubkey?
     /// Whether the scratch received a subkey (and must be wiped when the session ends).
-    private(set) var derived = false
+    @usableFromInline var derived = false
 
-    static let scratchSize = 576
-    static let validAt = 524
+    @usableFromInline static let scratchSize = 576
+    @usableFromInline static let validAt = 524
     private static let keyNonceAt = 512, subkeyAt = 528
 
-    init(cipher: AEADCipher, key: UnsafeRawPointer, scratch: UnsafeMutableRawPointer?, cache: SubkeyCache?) {
+    @usableFromInline
+    init(cipher: AEADCipher, key: UnsafeRawPointer, scratch: UnsafeMutableRawPointer?, cache: ExtendedKeyState?) {
         self.cipher = cipher
         self.key = key
         self.scratch = scratch
         self.cache = cache
     }
+
+    /// Zeroes a session's scratch (after a session that derived a subkey into it).
+    @usableFromInline
+    static func wipe(_ scratch: UnsafeMutableRawBufferPointer) { wipeMemory(scratch) }
 
     /// Calls `body` with the AES-GCM state and the cipher nonce for `nonce`: the key's own, or (extended) the subkey's.
     @inline(__always)

@@ -12,7 +12,7 @@ internal import CSodium
 public struct SecretBytes: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: the pointer is uniquely owned (the type is
     // ~Copyable), so moving the owner to another task moves the only access.
-    private let base: UnsafeMutableRawPointer
+    @usableFromInline let base: UnsafeMutableRawPointer
     /// Number of secret bytes.
     public let count: Int
     /// The `SecurePool` slot class, or -1 for a block of its own.
@@ -63,7 +63,7 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     }
 
     /// Calls `body` with read access to the secret; the pointer must not escape.
-    @inline(__always)
+    @inlinable @inline(__always)
     public borrowing func withUnsafeBytes<R: ~Copyable, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }

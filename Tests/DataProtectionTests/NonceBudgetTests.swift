@@ -124,7 +124,7 @@ final class NonceBudgetTests: XCTestCase {
     func testSessionDerivesTheSubkeyOfEachKeyNonce() throws {
         try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
         let master = try SecretBytes.random(count: 32)
-        let key = try AEADKey(.aes256gcm, key: master, nonceMode: .extended, sealsPerKeyNonce: 3)  // a key nonce per 3 seals
+        let key = try AEADKey(.aes256gcm, key: try master.duplicate(), nonceMode: .extended, sealsPerKeyNonce: 3)  // a key nonce per 3 seals
         XCTAssertEqual(key.nonceSize, 24)
         XCTAssertThrowsError(try { () throws in _ = try AEADKey(.xchacha20poly1305, key: master, nonceMode: .extended) }())
         // Two runs of three seals (the limit: the second draws a new key nonce), interleaved as a reader meets them.

@@ -160,8 +160,8 @@ extension ProtectionDomain {
         // The rotation's own copy of the class keys (it has the passphrase), locked with the domain: a lock while
         // it runs drops them, and the rewraps left fail `.locked` (the journal resumes them after unlock).
         let rotationKeys = InMemoryClassKeys(keys.filter { $0.protectionClass == c })
-        liveLock.revocation.register(rotationKeys)
-        defer { liveLock.revocation.unregister(rotationKeys) }
+        let registration = liveLock.revocation.register(rotationKeys)
+        defer { liveLock.revocation.unregister(slot: registration) }
         let rewrapper = ProtectedFiles(keys: rotationKeys, options: files.options, io: io)
         var rewrapped = 0, missing = 0, interrupted = false
         var failures: [ProtectionError] = []

@@ -1,5 +1,6 @@
 import ProtectionCrypto
 import Locking
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -38,6 +39,8 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     /// The public entry point that opened the handle (it asks for keys again after an unlock).
     let entryPoint: ProtectedDataEntryPoint
     private let state: Locked<State>
+    /// The handle's slot in its files' revocation registry, or -1 once it left it (or before it entered).
+    private let registration = Atomic<Int>(-1)
 
     struct State: ~Copyable, @unchecked Sendable {  // only touched under `state`'s lock
         var fd: Int32
@@ -141,8 +144,14 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
 
     deinit {
         state.withLock { st in finish(&st) }
-        files.revocation.unregister(self)
+        unregisterFromRevocation()
     }
+
+    /// Enters the handle in its files' revocation registry, so a lock reaches its keys (`ProtectedFiles.makeHandle`).
+    func registerForRevocation() { registration.store(files.revocation.register(self), ordering: .releasing) }
+
+    /// Leaves the registry; the first of `close`, `abandon` and `deinit` does, the others find nothing to do.
+    private func unregisterFromRevocation() { files.revocation.unregister(slot: registration.exchange(-1, ordering: .acquiringAndReleasing)) }
 
     // MARK: - Public API
 
@@ -268,7 +277,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     /// its last commit; call `sync()` before `close()` to see such a failure.
     public func close() {
         state.withLock { st in finish(&st) }
-        files.revocation.unregister(self)
+        unregisterFromRevocation()
     }
 
     /// Closes the descriptors without committing, as a killed process would: a hot journal stays for recovery.
@@ -281,7 +290,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
             st.sealer = nil
             st.dropPlaintext()
         }
-        files.revocation.unregister(self)
+        unregisterFromRevocation()
     }
 
     /// Commits outstanding journaled changes (when possible), closes the journal and the file, drops the keys.

@@ -112,7 +112,7 @@ public final class ProtectedFiles: Sendable {
             path: path, fd: fd, header: header, keys: fk, plaintextSize: size, writable: writable, files: self, epoch: epoch,
             journaled: journaled, committed: committed, via: via)
         AdmissionProbe.keysObtained(header.protectionClass)
-        revocation.register(h)
+        h.registerForRevocation()
         return h
     }
 

@@ -32,7 +32,7 @@ protocol RevocationState: Sendable {
 final class Revocation: Sendable {
     let state: any RevocationState
     private let gate = ReadWriteGate()
-    private let holders = Locked<[ObjectIdentifier: Unowned]>([:])
+    private let holders = Locked(Registry())
     private let waiting = Atomic<Int>(0)
 
     /// Revocations waiting for acquisitions in flight to finish (for the interleaving test).
@@ -65,16 +65,21 @@ final class Revocation: Sendable {
         if state.revokes(c) { throw .locked(c) }
     }
 
-    /// Registers `holder`; call it inside `admit`'s body, before the keys it holds are used.
+    /// Registers `holder` and returns its slot (for `unregister(slot:)`); call it inside `admit`'s body, before the
+    /// keys it holds are used.
     ///
     /// The registry does not retain its holders (no weak reference either: a weak reference gives every handle a
     /// side table, which costs an allocation per open). Every holder unregisters itself before it is freed (a handle
     /// in `close` and in `deinit`), and `revokeLocked` reaches holders only while it holds the registry's lock, which
-    /// that unregistration takes: so a registered holder is always a live object.
-    func register(_ holder: any KeyHolder) { holders.withLock { $0[ObjectIdentifier(holder)] = Unowned(holder) } }
+    /// that unregistration takes: so a registered holder is always a live object. Slots instead of a dictionary:
+    /// registering and unregistering hash nothing (every open and close does both).
+    func register(_ holder: any KeyHolder) -> Int { holders.withLock { $0.insert(Unowned(holder)) } }
 
-    /// Forgets `holder` (it closed, or is being freed).
-    func unregister(_ holder: any KeyHolder) { _ = holders.withLock { $0.removeValue(forKey: ObjectIdentifier(holder)) } }
+    /// Forgets the holder in `slot` (it closed, or is being freed); a negative slot is none.
+    func unregister(slot: Int) {
+        guard slot >= 0 else { return }
+        holders.withLock { $0.remove(slot) }
+    }
 
     /// Number of registered holders.
     var holderCount: Int { holders.withLock { $0.count } }
@@ -92,8 +97,32 @@ final class Revocation: Sendable {
         let state = state
         let locked: (ProtectionClass) -> Bool = { state.revokes($0) }  // one closure for every holder
         holders.withLock { table in
-            for entry in table.values { entry.holder.revoke(where: locked) }
+            for case let entry? in table.slots { entry.holder.revoke(where: locked) }
         }
+    }
+}
+
+/// The registered key holders: a slot each, and the free slots to reuse.
+private struct Registry {
+    var slots: [Unowned?] = []
+    var free: [Int] = []
+    var count = 0
+
+    mutating func insert(_ h: Unowned) -> Int {
+        count += 1
+        if let i = free.popLast() {
+            slots[i] = h
+            return i
+        }
+        slots.append(h)
+        return slots.count - 1
+    }
+
+    mutating func remove(_ i: Int) {
+        precondition(slots[i] != nil, "a key holder unregistered twice")
+        slots[i] = nil
+        free.append(i)
+        count -= 1
     }
 }
 
