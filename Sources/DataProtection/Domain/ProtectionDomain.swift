@@ -11,8 +11,10 @@ internal import PathSyntax
 /// A protection domain: what one passphrase unlocks — its keybag, its class keys while unlocked, and its protected files.
 ///
 /// The main path: `create` once (shows the recovery key), then `open`,
-/// `unlock(passphrase:)`, work with `files`, `lock()`. Class keys A–C live in
-/// the key store only while unlocked; the keybag on disk holds them wrapped.
+/// `unlock(passphrase:)`, work with `files`, `lock()`; `open`, `unlock` and
+/// `lock` are in DataProtection.swift, the rest of the domain's life here.
+/// Class keys A–C live in the key store only while unlocked; the keybag on
+/// disk holds them wrapped.
 public final class ProtectionDomain: Sendable {
     public let location: DomainLocation
     public let id: DomainID
@@ -29,7 +31,8 @@ public final class ProtectionDomain: Sendable {
     let io: any FileIO
     let logger: Logger?
 
-    private init(location: DomainLocation, bag: Keybag, keyStore: KeyStore, fileOptions: ProtectedFileOptions, io: any FileIO, logger: Logger?) throws(ProtectionError) {
+    /// Attaches to an authenticated keybag (`create`, `open` in DataProtection.swift, `recover`).
+    init(location: DomainLocation, bag: Keybag, keyStore: KeyStore, fileOptions: ProtectedFileOptions, io: any FileIO, logger: Logger?) throws(ProtectionError) {
         self.location = location
         self.id = bag.domainID
         self.keyStore = keyStore
@@ -80,68 +83,15 @@ public final class ProtectionDomain: Sendable {
         return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
     }
 
-    /// Opens the domain at `location` (reads and authenticates its keybag; unlocks nothing).
-    ///
-    /// Removes the temporary files a crash left from an interrupted keybag, journal or device-secret write.
-    /// - Throws: `.notFound`, `.corruptKeybag`, `.insecurePermissions`, `.keyringUnavailable`, `.io`.
-    public static func open(
-        at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(),
-        io: any FileIO = SystemFileIO(), logger: Logger? = nil
-    ) throws(ProtectionError) -> ProtectionDomain {
-        try checkStore(keyStore, logger)
-        let bag = try Keybag.load(location, io: io) { (c) throws(ProtectionError) in try DeviceSecret.load(for: c, at: location, io: io) }
-        // Temporaries of a keybag, journal or device-secret write that a crash interrupted, and a device-secret rotation.
-        DurableFile.sweep(location.home, name: lastComponent(of: location.keybagPath), io: io)
-        DurableFile.sweep(location.home, name: lastComponent(of: location.journalPath), io: io)
-        DurableFile.sweep(location.deviceDirectory, name: lastComponent(of: location.deviceSecretPath(bag.domainID)), io: io)
-        DeviceSecretRotation.settle(for: bag.domainID, at: location, io: io)
-        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
-    }
-
-    private static func checkStore(_ keyStore: KeyStore, _ logger: Logger?) throws(ProtectionError) {
+    /// Refuses a kernel key store the kernel refuses (one `.keyringUnavailable`), before anything is read or written.
+    static func checkStore(_ keyStore: KeyStore, _ logger: Logger?) throws(ProtectionError) {
         guard case .kernel = keyStore else { return }
         do throws(KeyringError) { try Keyring.checkAvailable(logger: logger) } catch {
             throw error.code == .unavailable ? DomainKeyring.unavailable(error) : DomainKeyring.translate(error)
         }
     }
 
-    // MARK: Lock state
-
-    /// Unlocks classes A, B and C: derives the KEK from the passphrase and the device secret and puts the class keys in the key store.
-    ///
-    /// - Parameters:
-    ///   - passphrase: the passphrase (locked memory).
-    ///   - timeout: seconds after which A and B lock by themselves (the kernel's key expiry); nil for never.
-    ///   - grace: how long before that auto-lock every process gets `willLock`; `.zero` for no warning.
-    /// - Throws: `.wrongPassphrase` (nothing is changed), `.corruptKeybag`, `.keyringUnavailable`.
-    public func unlock(passphrase: borrowing SecretBytes, timeout: UInt32? = nil, grace: Duration = LiveLock.defaultGrace) throws(ProtectionError) {
-        let bag = try cache.bag()
-        let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
-        let kek = try bag.passphraseKEK(passphrase, device)
-        let keys = try bag.unwrapPassphraseClasses(kek)
-        try store.install(keys, timeout: timeout)
-        liveLock.unlock(autoLockAfterSeconds: timeout.map(Int.init), grace: grace)
-        logger?.info("unlocked domain \(id)", metadata: ["timeout": "\(timeout.map(String.init) ?? "none")"])
-    }
-
-    /// Locks: tells every process `willLock`, waits `grace`, then removes classes A and B (every generation)
-    /// from the key store; with `evictAll`, class C too (the analogue of a reboot).
-    ///
-    /// Every process with the domain open wipes the keys of its `complete` handles
-    /// (and, with `evictAll`, `completeUntilFirstUserAuthentication` ones) and
-    /// acknowledges before this returns; see `LiveLock`.
-    /// - Parameter grace: how long apps get to save between `willLock` and the lock
-    ///   (`LiveLock.defaultGrace`, half a second); `.zero` locks at once without `willLock` (`dpctl lock --now`).
-    @discardableResult
-    public func lock(evictAll: Bool = false, grace: Duration = LiveLock.defaultGrace) throws(ProtectionError) -> LiveLock.LockReport {
-        let bag = try cache.bag()
-        let classes: Set<ProtectionClass> = evictAll ? [.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication] : LiveLock.lockClasses
-        let report = try liveLock.lock(classes, grace: grace) { () throws(ProtectionError) in
-            try store.evict(evictAll ? Set(ProtectionClass.allCases) : [.complete, .completeUnlessOpen], generations: bag.generations, all: evictAll)
-        }
-        logger?.info("locked domain \(id)", metadata: ["evictAll": "\(evictAll)", "processes": "\(report.processesAcknowledged)", "ms": "\(report.elapsedMillis)"])
-        return report
-    }
+    // MARK: Lock state (unlock and lock: DataProtection.swift)
 
     /// The lock state of every class, the auto-lock deadline and the keyring key ids.
     public func status() throws(ProtectionError) -> DomainStatus {

@@ -118,25 +118,9 @@ public final class ProtectedFiles: Sendable {
 
     // MARK: Whole files
 
-    /// Atomically replaces `path` with a protected file holding `bytes`.
-    ///
-    /// Writes a temporary file beside `path`, fsyncs it, renames it over `path`
-    /// and fsyncs the directory: readers see the old file or the new one, never
-    /// a mix, and after a crash one of the two is there.
-    /// - Throws: `.locked` if `protection`'s key cannot wrap; `.io` for file-system
-    ///   failures (the temporary file is removed and `path` is untouched).
-    public func write(_ bytes: UnsafeRawBufferPointer, to path: String, protection: ProtectionClass) throws(ProtectionError) {
-        try write(bytes, to: path, protection: protection, via: .filesWrite)
-    }
-
-    /// `write(_:to:protection:)` on behalf of the entry point `via`.
+    /// `write(_:to:protection:)` (DataProtection.swift) on behalf of the entry point `via`: the atomic replace.
     func write(_ bytes: UnsafeRawBufferPointer, to path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) {
         try replace(path, protection: protection, via: via) { (h) throws(ProtectionError) in try h.write(bytes, at: 0) }
-    }
-
-    /// Atomically replaces `path` with a protected file holding `bytes`.
-    public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass) throws(ProtectionError) {
-        try write(bytes, to: path, protection: protection, via: .filesWrite)
     }
 
     /// `write(_:to:protection:)` on behalf of the entry point `via`.
@@ -195,13 +179,7 @@ public final class ProtectedFiles: Sendable {
         }
     }
 
-    /// Reads the whole plaintext of `path`.
-    /// - Throws: `.locked`, `.authenticationFailed`, `.notProtected`, `.notFound`, `.io`.
-    public func read(_ path: String) throws(ProtectionError) -> [UInt8] {
-        try read(path, via: .filesRead)
-    }
-
-    /// `read(_:)` on behalf of the entry point `via`.
+    /// `read(_:)` (DataProtection.swift) on behalf of the entry point `via`: a coordinated whole-file read.
     func read(_ path: String, via: ProtectedDataEntryPoint) throws(ProtectionError) -> [UInt8] {
         try coordinated(path, writing: false) { () throws(ProtectionError) in try readWhole(path, via: via) }
     }
@@ -273,19 +251,6 @@ public final class ProtectedFiles: Sendable {
 
     // MARK: Handles
 
-    /// Creates a new, empty protected file at `path` (which must not exist) and opens it for writing.
-    ///
-    /// Class `completeUnlessOpen` can be created while locked: its per-file key
-    /// is sealed to the class public key.
-    ///
-    /// The new file is committed by its first `sync()`: from then on in-place
-    /// changes are journaled (FORMAT.md §6.7). Before it, like any file never
-    /// fsynced, a crash can leave it missing, empty or failing authentication.
-    /// - Throws: `.alreadyExists`, `.locked`, `.invalidArgument` (bad options), `.io`.
-    public func create(_ path: String, protection: ProtectionClass) throws(ProtectionError) -> ProtectedFileHandle {
-        try create(path, protection: protection, reportedAs: path, journaled: true, via: .filesCreate)
-    }
-
     /// `create`, with errors about the file attributed to `shown` (the destination of an atomic replace, not its temporary name).
     /// A replace's temporary file is not `journaled`: the rename makes it atomic.
     func create(
@@ -345,18 +310,7 @@ public final class ProtectedFiles: Sendable {
         }
     }
 
-    /// Opens the protected file at `path` for reading, or for reading and writing.
-    ///
-    /// Verifies the header (key wrap and MAC) and the last chunk, so `size` is authenticated.
-    /// Opening for writing first finishes any change a crash interrupted (`recover`);
-    /// opening for reading does so only if the file fails authentication, then tries again.
-    /// - Throws: `.notFound`, `.notProtected`, `.unsupportedVersion`, `.corruptHeader`,
-    ///   `.authenticationFailed`, `.locked`, `.io`.
-    public func open(_ path: String, forWriting: Bool = false) throws(ProtectionError) -> ProtectedFileHandle {
-        try open(path, forWriting: forWriting, via: forWriting ? .filesOpenForWriting : .filesOpen)
-    }
-
-    /// `open(_:forWriting:)` on behalf of the entry point `via`.
+    /// `open(_:forWriting:)` (DataProtection.swift) on behalf of the entry point `via`.
     func open(_ path: String, forWriting: Bool, via: ProtectedDataEntryPoint) throws(ProtectionError) -> ProtectedFileHandle {
         if forWriting {
             try recoverBeforeWriting(path)
