@@ -16,8 +16,11 @@ internal import PathSyntax
 /// Class keys A–C live in the key store only while unlocked; the keybag on
 /// disk holds them wrapped.
 public final class ProtectionDomain: Sendable {
+    /// Where the domain's keybag and device secret are.
     public let location: DomainLocation
+    /// The domain's identifier, which names its keys in the kernel keyring and its device secret.
     public let id: DomainID
+    /// Where the domain's class keys live while unlocked, as chosen when it was opened.
     public let keyStore: KeyStore
     /// The domain's class keys with the lock that revokes them: what containers and `ProtectedFiles` take.
     public let keys: ClassKeys
@@ -62,7 +65,11 @@ public final class ProtectionDomain: Sendable {
     ///   - passphrase: the passphrase (locked memory).
     ///   - kdf: Argon2id parameters, e.g. `calibrateKDF(target:)`.
     ///   - keyStore: where class keys will live while unlocked.
+    ///   - fileOptions: cipher and chunk size for new files.
+    ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
+    ///   - logger: where the domain logs unlock and lock (never key bytes); nil for none.
     ///   - present: receives the recovery key after the keybag is durable; show it to the person once.
+    /// - Returns: the new domain, open and locked.
     /// - Throws: `.alreadyExists` when a keybag is there; `.keyringUnavailable`; `.insecurePermissions`; `.io`.
     public static func create(
         at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
@@ -193,6 +200,13 @@ public final class ProtectionDomain: Sendable {
     // MARK: Files and destruction
 
     /// Moves a protected file to class `c` by rewrapping its per-file key (header only).
+    ///
+    /// - Parameters:
+    ///   - path: the protected file.
+    ///   - c: its new class.
+    /// - Returns: `.rewrapped(from:generation:)`, or `.unchanged` when the file was of class `c` already.
+    /// - Throws: `.locked` when the file's class key (or, for A and C, the new one) is unavailable;
+    ///   `.notProtected`, `.authenticationFailed`, `.notFound`, `.io` (see `ProtectedFiles.rewrap(_:to:generation:sync:)`).
     public func setClass(_ path: String, to c: ProtectionClass) throws(ProtectionError) -> RewrapOutcome {
         try files.rewrap(path, to: c)
     }
@@ -254,12 +268,15 @@ extension Keybag {
 
 /// One class's lock state.
 public struct ClassStatus: Sendable, Equatable {
+    /// The class this status is about.
     public let protectionClass: ProtectionClass
     /// Whether existing files of the class can be opened now.
     public let unlocked: Bool
     /// Whether new files of the class can be created now (class B: always).
     public let canCreate: Bool
+    /// The class-key generation new files are wrapped with.
     public let currentGeneration: UInt32
+    /// Every generation the keybag holds (old ones still open files not yet rewrapped), oldest first.
     public let generations: [UInt32]
     /// Kernel key serial per unlocked generation (empty for the in-process store and class `none`).
     public let keySerials: [UInt32: Int32]
@@ -267,12 +284,17 @@ public struct ClassStatus: Sendable, Equatable {
 
 /// What `dpctl status` shows.
 public struct DomainStatus: Sendable, Equatable {
+    /// The domain's identifier.
     public let id: DomainID
+    /// The domain's home directory.
     public let home: String
+    /// Where its class keys live while unlocked.
     public let keyStore: KeyStore
+    /// One status per class, in `ProtectionClass.allCases` order.
     public let classes: [ClassStatus]
     /// UNIX seconds at which classes A and B lock by themselves, if `unlock --timeout` set one.
     public let autoLockDeadline: Int64?
+    /// The Argon2id parameters the passphrase is derived with.
     public let kdf: Argon2Parameters
     /// "class old→new" when a rotation is unfinished.
     public let pendingRotation: String?

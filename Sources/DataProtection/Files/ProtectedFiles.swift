@@ -21,6 +21,10 @@ public struct ProtectedFileOptions: Sendable, Equatable {
     /// (FORMAT.md §8 has the measurements). Files keep the chunk size they were created with.
     public static let defaultChunkSize = 4 * 1024
 
+    /// Options for new files.
+    /// - Parameters:
+    ///   - cipher: the AEAD; `.preferred` is AES-256-GCM where the CPU has AES instructions, else XChaCha20-Poly1305.
+    ///   - chunkSize: plaintext bytes per chunk, a power of two from 4 KiB to 16 MiB (checked at `create`).
     public init(cipher: AEADCipher = .preferred, chunkSize: Int = ProtectedFileOptions.defaultChunkSize) {
         self.cipher = cipher
         self.chunkSize = chunkSize
@@ -35,8 +39,11 @@ public struct ProtectedFileOptions: Sendable, Equatable {
 
 /// What a protected file's header says, readable without any key.
 public struct ProtectedFileInfo: Sendable, Equatable {
+    /// The class whose key wraps the file's key.
     public let protectionClass: ProtectionClass
+    /// The file's AEAD.
     public let cipher: AEADCipher
+    /// Plaintext bytes per chunk.
     public let chunkSize: Int
     /// Plaintext size implied by the file size (authenticated only when the file is opened).
     public let plaintextSize: Int64
@@ -56,6 +63,7 @@ public struct ProtectedFileInfo: Sendable, Equatable {
 public final class ProtectedFiles: Sendable {
     /// Where class keys come from, with the lock that revokes them (`ProtectionDomain.keys` or `InMemoryClassKeys`).
     public let keys: ClassKeys
+    /// Cipher and chunk size for new files (existing files keep theirs).
     public let options: ProtectedFileOptions
     /// When set, whole-file writes take a coordinated `forReplacing` write of the file and
     /// whole-file reads a coordinated read, so other coordinated readers and writers (in any
@@ -65,6 +73,8 @@ public final class ProtectedFiles: Sendable {
     /// Seals under one extended key nonce per set of file keys: 2^32 (FORMAT.md §6.1); smaller only in tests.
     let sealsPerKeyNonce: UInt64
 
+    /// Protected files whose keys come from `keys`: usually `domain.files` instead of one made here.
+    ///
     /// - Parameters:
     ///   - keys: the domain's keys (`domain.keys`), or the explicit in-process store `InMemoryClassKeys`; either
     ///     way its lock revokes every handle opened here (in every process, for a domain).
@@ -131,10 +141,15 @@ public final class ProtectedFiles: Sendable {
     /// Atomically replaces `path` with a protected copy of everything readable from `source`
     /// (a file descriptor: a plain file, a pipe, standard input), in O(chunk) memory.
     ///
-    /// - Parameter durable: fsync the new file and its directory before returning (the default).
-    ///   With `false` the replacement is still atomic for readers, but a power failure soon after
-    ///   may leave the old file, or a new one that fails authentication (never wrong plaintext);
-    ///   for bulk imports that sync later, and for comparisons with tools that do not fsync.
+    /// - Parameters:
+    ///   - source: the descriptor to read to its end (from its current offset).
+    ///   - path: the file to replace or create.
+    ///   - protection: the class whose key wraps the new file's key.
+    ///   - durable: fsync the new file and its directory before returning (the default).
+    ///     With `false` the replacement is still atomic for readers, but a power failure soon after
+    ///     may leave the old file, or a new one that fails authentication (never wrong plaintext);
+    ///     for bulk imports that sync later, and for comparisons with tools that do not fsync.
+    /// - Throws: `.locked`; `.io` reading `source` or writing (the temporary file is removed and `path` is untouched).
     public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass, durable: Bool = true) throws(ProtectionError) {
         try write(contentsOf: source, to: path, protection: protection, durable: durable, via: .filesWriteStream)
     }
@@ -193,6 +208,12 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Reads the whole plaintext of `path` and writes it to `destination` (a file descriptor), in O(chunk) memory.
+    ///
+    /// - Parameters:
+    ///   - path: the protected file.
+    ///   - destination: where the plaintext goes (a file, a pipe, standard output).
+    /// - Throws: `.locked`, `.authenticationFailed` (what was written before the bad chunk stays written; nothing
+    ///   after it), `.notProtected`, `.notFound`, `.io`.
     public func read(_ path: String, into destination: Int32) throws(ProtectionError) {
         try read(path, into: destination, via: .filesReadStream)
     }
