@@ -7,9 +7,13 @@
 /// | `completeUntilFirstUserAuthentication` (C) | available until `lock --evict-all` (the analogue of a reboot) |
 /// | `none` (D) | always available (wrapped by the device secret) |
 public enum ProtectionClass: UInt8, Sendable, CaseIterable, Codable, CustomStringConvertible {
+    /// A: reachable only while unlocked; open handles fail their next call once the domain locks.
     case complete = 1
+    /// B: files can be created while locked, and handles opened before the lock keep working until closed.
     case completeUnlessOpen = 2
+    /// C: reachable from the first unlock until `lock --evict-all` (the analogue of a reboot).
     case completeUntilFirstUserAuthentication = 3
+    /// D: always reachable; its key is wrapped by the device secret alone.
     case none = 4
 
     /// The name used by the CLI and in messages (Apple's names).
@@ -47,5 +51,6 @@ public enum ProtectionClass: UInt8, Sendable, CaseIterable, Codable, CustomStrin
     /// Whether the per-file key is sealed to a public key (class B can create while locked).
     public var usesPublicKeySealing: Bool { self == .completeUnlessOpen }
 
+    /// The class's name, as `name`.
     public var description: String { name }
 }

@@ -6,6 +6,7 @@ import ProtectionCrypto
 /// names the file and the fix. `underlying` keeps the cause (an errno, a
 /// crypto failure). Descriptions never include key bytes or plaintext.
 public struct ProtectionError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, for a program to switch on.
     public enum Code: Sendable, Hashable {
         /// A tag did not verify: the file was changed, truncated, extended or spliced.
         case authenticationFailed
@@ -56,13 +57,21 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         case io(Int32)
     }
 
+    /// What went wrong, for a program to switch on.
     public let code: Code
+    /// What went wrong and the fix, for a person: "unable to open '<path>': …; run `dpctl unlock`".
     public let message: String
     /// The file the error is about, when there is one.
     public let path: String?
     /// The cause, when another layer reported it.
     public let underlying: (any Error & Sendable)?
 
+    /// An error with its code and message.
+    /// - Parameters:
+    ///   - code: what a program switches on.
+    ///   - message: what a person reads: the file and the fix; never key bytes or plaintext.
+    ///   - path: the file the error is about.
+    ///   - underlying: the cause another layer reported.
     public init(_ code: Code, _ message: String, path: String? = nil, underlying: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message

@@ -54,9 +54,11 @@ public enum BundleSeal {
     }
 
     /// Verifies the container's bundle against its seal.
-    /// - Parameter key: the signer the caller trusts (from the app's configuration, never from the
-    ///   container); nil checks only that the bundle matches the key recorded in the seal, which
-    ///   detects damage but not someone who re-sealed the bundle with their own key.
+    /// - Parameters:
+    ///   - root: the container's root directory.
+    ///   - key: the signer the caller trusts (from the app's configuration, never from the
+    ///     container); nil checks only that the bundle matches the key recorded in the seal, which
+    ///     detects damage but not someone who re-sealed the bundle with their own key.
     /// - Throws: `.bundleTampered` naming the first difference; `.io`.
     @discardableResult
     public static func verify(containerAt root: String, trusting key: Ed25519PublicKey?) throws(ProtectionError) -> BundleManifest {

@@ -134,7 +134,10 @@ public final class Container: Sendable {
     // MARK: Files
 
     /// Atomically replaces `path` with a protected file holding `bytes`.
-    /// - Parameter protection: the class; nil for the directory's default.
+    /// - Parameters:
+    ///   - bytes: the plaintext.
+    ///   - path: a path beneath the container's root (relative, or absolute under it).
+    ///   - protection: the class; nil for the directory's default.
     /// - Throws: `.readOnly` in the bundle, Inbox or Preferences; `.escapesContainer`; what `ProtectedFiles.write` throws.
     public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass? = nil) throws(ProtectionError) {
         let c = try protectionForNewFile(path, protection, "write")
@@ -144,6 +147,9 @@ public final class Container: Sendable {
     }
 
     /// Reads the whole plaintext of the protected file at `path`.
+    /// - Parameter path: a path beneath the container's root (relative, or absolute under it).
+    /// - Returns: its plaintext, every chunk authenticated.
+    /// - Throws: `.escapesContainer`; what `ProtectedFiles.read(_:)` throws.
     public func read(_ path: String) throws(ProtectionError) -> [UInt8] {
         try read(path, via: .containerRead)
     }
@@ -156,7 +162,11 @@ public final class Container: Sendable {
     }
 
     /// Creates a new protected file at `path` and opens it for writing.
-    /// - Parameter protection: the class; nil for the directory's default.
+    /// - Parameters:
+    ///   - path: a path beneath the container's root (relative, or absolute under it); nothing may be there.
+    ///   - protection: the class; nil for the directory's default.
+    /// - Returns: a handle for reading and writing; `close()` it.
+    /// - Throws: `.readOnly` in the bundle, Inbox or Preferences; `.escapesContainer`; what `ProtectedFiles.create(_:protection:)` throws.
     public func create(_ path: String, protection: ProtectionClass? = nil) throws(ProtectionError) -> ProtectedFileHandle {
         let c = try protectionForNewFile(path, protection, "create")
         do throws(ProtectionError) {

@@ -6,7 +6,9 @@ internal import PathSyntax
 /// It names the domain's keys in the kernel keyring and its device-secret
 /// file, and it is bound into every wrapped class key of the keybag.
 public struct DomainID: Hashable, Sendable, CustomStringConvertible {
+    /// Bytes in an identifier.
     public static let size = 16
+    /// The identifier's 16 bytes.
     public let bytes: [UInt8]
 
     /// Wraps 16 bytes.
@@ -36,6 +38,10 @@ public struct DomainLocation: Sendable, Equatable {
     /// The directory holding `<domainID>.secret` files (0700, owner-only).
     public var deviceDirectory: String
 
+    /// A location from explicit directories (`resolve(home:environment:)` applies the defaults).
+    /// - Parameters:
+    ///   - home: the domain's home directory (keybag, rotation journal).
+    ///   - deviceDirectory: the directory of device secrets, outside the home.
     public init(home: String, deviceDirectory: String) {
         self.home = home
         self.deviceDirectory = deviceDirectory

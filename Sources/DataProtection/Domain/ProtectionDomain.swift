@@ -11,11 +11,16 @@ internal import PathSyntax
 /// A protection domain: what one passphrase unlocks — its keybag, its class keys while unlocked, and its protected files.
 ///
 /// The main path: `create` once (shows the recovery key), then `open`,
-/// `unlock(passphrase:)`, work with `files`, `lock()`. Class keys A–C live in
-/// the key store only while unlocked; the keybag on disk holds them wrapped.
+/// `unlock(passphrase:)`, work with `files`, `lock()`; `open`, `unlock` and
+/// `lock` are in DataProtection.swift, the rest of the domain's life here.
+/// Class keys A–C live in the key store only while unlocked; the keybag on
+/// disk holds them wrapped.
 public final class ProtectionDomain: Sendable {
+    /// Where the domain's keybag and device secret are.
     public let location: DomainLocation
+    /// The domain's identifier, which names its keys in the kernel keyring and its device secret.
     public let id: DomainID
+    /// Where the domain's class keys live while unlocked, as chosen when it was opened.
     public let keyStore: KeyStore
     /// The domain's class keys with the lock that revokes them: what containers and `ProtectedFiles` take.
     public let keys: ClassKeys
@@ -29,7 +34,8 @@ public final class ProtectionDomain: Sendable {
     let io: any FileIO
     let logger: Logger?
 
-    private init(location: DomainLocation, bag: Keybag, keyStore: KeyStore, fileOptions: ProtectedFileOptions, io: any FileIO, logger: Logger?) throws(ProtectionError) {
+    /// Attaches to an authenticated keybag (`create`, `open` in DataProtection.swift, `recover`).
+    init(location: DomainLocation, bag: Keybag, keyStore: KeyStore, fileOptions: ProtectedFileOptions, io: any FileIO, logger: Logger?) throws(ProtectionError) {
         self.location = location
         self.id = bag.domainID
         self.keyStore = keyStore
@@ -59,7 +65,11 @@ public final class ProtectionDomain: Sendable {
     ///   - passphrase: the passphrase (locked memory).
     ///   - kdf: Argon2id parameters, e.g. `calibrateKDF(target:)`.
     ///   - keyStore: where class keys will live while unlocked.
+    ///   - fileOptions: cipher and chunk size for new files.
+    ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
+    ///   - logger: where the domain logs unlock and lock (never key bytes); nil for none.
     ///   - present: receives the recovery key after the keybag is durable; show it to the person once.
+    /// - Returns: the new domain, open and locked.
     /// - Throws: `.alreadyExists` when a keybag is there; `.keyringUnavailable`; `.insecurePermissions`; `.io`.
     public static func create(
         at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
@@ -80,68 +90,15 @@ public final class ProtectionDomain: Sendable {
         return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
     }
 
-    /// Opens the domain at `location` (reads and authenticates its keybag; unlocks nothing).
-    ///
-    /// Removes the temporary files a crash left from an interrupted keybag, journal or device-secret write.
-    /// - Throws: `.notFound`, `.corruptKeybag`, `.insecurePermissions`, `.keyringUnavailable`, `.io`.
-    public static func open(
-        at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(),
-        io: any FileIO = SystemFileIO(), logger: Logger? = nil
-    ) throws(ProtectionError) -> ProtectionDomain {
-        try checkStore(keyStore, logger)
-        let bag = try Keybag.load(location, io: io) { (c) throws(ProtectionError) in try DeviceSecret.load(for: c, at: location, io: io) }
-        // Temporaries of a keybag, journal or device-secret write that a crash interrupted, and a device-secret rotation.
-        DurableFile.sweep(location.home, name: lastComponent(of: location.keybagPath), io: io)
-        DurableFile.sweep(location.home, name: lastComponent(of: location.journalPath), io: io)
-        DurableFile.sweep(location.deviceDirectory, name: lastComponent(of: location.deviceSecretPath(bag.domainID)), io: io)
-        DeviceSecretRotation.settle(for: bag.domainID, at: location, io: io)
-        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
-    }
-
-    private static func checkStore(_ keyStore: KeyStore, _ logger: Logger?) throws(ProtectionError) {
+    /// Refuses a kernel key store the kernel refuses (one `.keyringUnavailable`), before anything is read or written.
+    static func checkStore(_ keyStore: KeyStore, _ logger: Logger?) throws(ProtectionError) {
         guard case .kernel = keyStore else { return }
         do throws(KeyringError) { try Keyring.checkAvailable(logger: logger) } catch {
             throw error.code == .unavailable ? DomainKeyring.unavailable(error) : DomainKeyring.translate(error)
         }
     }
 
-    // MARK: Lock state
-
-    /// Unlocks classes A, B and C: derives the KEK from the passphrase and the device secret and puts the class keys in the key store.
-    ///
-    /// - Parameters:
-    ///   - passphrase: the passphrase (locked memory).
-    ///   - timeout: seconds after which A and B lock by themselves (the kernel's key expiry); nil for never.
-    ///   - grace: how long before that auto-lock every process gets `willLock`; `.zero` for no warning.
-    /// - Throws: `.wrongPassphrase` (nothing is changed), `.corruptKeybag`, `.keyringUnavailable`.
-    public func unlock(passphrase: borrowing SecretBytes, timeout: UInt32? = nil, grace: Duration = LiveLock.defaultGrace) throws(ProtectionError) {
-        let bag = try cache.bag()
-        let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
-        let kek = try bag.passphraseKEK(passphrase, device)
-        let keys = try bag.unwrapPassphraseClasses(kek)
-        try store.install(keys, timeout: timeout)
-        liveLock.unlock(autoLockAfterSeconds: timeout.map(Int.init), grace: grace)
-        logger?.info("unlocked domain \(id)", metadata: ["timeout": "\(timeout.map(String.init) ?? "none")"])
-    }
-
-    /// Locks: tells every process `willLock`, waits `grace`, then removes classes A and B (every generation)
-    /// from the key store; with `evictAll`, class C too (the analogue of a reboot).
-    ///
-    /// Every process with the domain open wipes the keys of its `complete` handles
-    /// (and, with `evictAll`, `completeUntilFirstUserAuthentication` ones) and
-    /// acknowledges before this returns; see `LiveLock`.
-    /// - Parameter grace: how long apps get to save between `willLock` and the lock
-    ///   (`LiveLock.defaultGrace`, half a second); `.zero` locks at once without `willLock` (`dpctl lock --now`).
-    @discardableResult
-    public func lock(evictAll: Bool = false, grace: Duration = LiveLock.defaultGrace) throws(ProtectionError) -> LiveLock.LockReport {
-        let bag = try cache.bag()
-        let classes: Set<ProtectionClass> = evictAll ? [.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication] : LiveLock.lockClasses
-        let report = try liveLock.lock(classes, grace: grace) { () throws(ProtectionError) in
-            try store.evict(evictAll ? Set(ProtectionClass.allCases) : [.complete, .completeUnlessOpen], generations: bag.generations, all: evictAll)
-        }
-        logger?.info("locked domain \(id)", metadata: ["evictAll": "\(evictAll)", "processes": "\(report.processesAcknowledged)", "ms": "\(report.elapsedMillis)"])
-        return report
-    }
+    // MARK: Lock state (unlock and lock: DataProtection.swift)
 
     /// The lock state of every class, the auto-lock deadline and the keyring key ids.
     public func status() throws(ProtectionError) -> DomainStatus {
@@ -243,6 +200,13 @@ public final class ProtectionDomain: Sendable {
     // MARK: Files and destruction
 
     /// Moves a protected file to class `c` by rewrapping its per-file key (header only).
+    ///
+    /// - Parameters:
+    ///   - path: the protected file.
+    ///   - c: its new class.
+    /// - Returns: `.rewrapped(from:generation:)`, or `.unchanged` when the file was of class `c` already.
+    /// - Throws: `.locked` when the file's class key (or, for A and C, the new one) is unavailable;
+    ///   `.notProtected`, `.authenticationFailed`, `.notFound`, `.io` (see `ProtectedFiles.rewrap(_:to:generation:sync:)`).
     public func setClass(_ path: String, to c: ProtectionClass) throws(ProtectionError) -> RewrapOutcome {
         try files.rewrap(path, to: c)
     }
@@ -304,12 +268,15 @@ extension Keybag {
 
 /// One class's lock state.
 public struct ClassStatus: Sendable, Equatable {
+    /// The class this status is about.
     public let protectionClass: ProtectionClass
     /// Whether existing files of the class can be opened now.
     public let unlocked: Bool
     /// Whether new files of the class can be created now (class B: always).
     public let canCreate: Bool
+    /// The class-key generation new files are wrapped with.
     public let currentGeneration: UInt32
+    /// Every generation the keybag holds (old ones still open files not yet rewrapped), oldest first.
     public let generations: [UInt32]
     /// Kernel key serial per unlocked generation (empty for the in-process store and class `none`).
     public let keySerials: [UInt32: Int32]
@@ -317,12 +284,17 @@ public struct ClassStatus: Sendable, Equatable {
 
 /// What `dpctl status` shows.
 public struct DomainStatus: Sendable, Equatable {
+    /// The domain's identifier.
     public let id: DomainID
+    /// The domain's home directory.
     public let home: String
+    /// Where its class keys live while unlocked.
     public let keyStore: KeyStore
+    /// One status per class, in `ProtectionClass.allCases` order.
     public let classes: [ClassStatus]
     /// UNIX seconds at which classes A and B lock by themselves, if `unlock --timeout` set one.
     public let autoLockDeadline: Int64?
+    /// The Argon2id parameters the passphrase is derived with.
     public let kdf: Argon2Parameters
     /// "class old→new" when a rotation is unfinished.
     public let pendingRotation: String?

@@ -161,6 +161,10 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     }
 
     /// Reads up to `count` bytes at `offset`; fewer only at end of file.
+    /// - Parameters:
+    ///   - offset: the plaintext offset to start at.
+    ///   - count: how many bytes to read at most.
+    /// - Returns: the plaintext, every chunk of it authenticated.
     /// - Throws: `.authenticationFailed` if any chunk read does not authenticate
     ///   (no byte of it is returned); `.locked` once the class key was withdrawn.
     public func read(at offset: Int64, count: Int) throws(ProtectionError) -> [UInt8] {
@@ -175,6 +179,10 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
 
     /// Reads into `buffer` from `offset`; returns the number of bytes read (less than
     /// `buffer.count` only at end of file).
+    /// - Parameters:
+    ///   - buffer: receives the plaintext (it is the caller's to wipe).
+    ///   - offset: the plaintext offset to start at.
+    /// - Throws: `.authenticationFailed` (nothing of the bad chunk is copied), `.locked`, `.badHandle` once closed, `.io`.
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(ProtectionError) -> Int {
         guard offset >= 0 else { throw invalid("a negative offset") }
         return try state.withLock { (st) throws(ProtectionError) -> Int in
@@ -195,6 +203,12 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     }
 
     /// Writes `bytes` at `offset`, extending the file (with zeros in any gap) if needed.
+    ///
+    /// The touched chunks are re-sealed with fresh nonces and written before this returns; `sync()` makes them durable.
+    /// - Parameters:
+    ///   - bytes: the plaintext.
+    ///   - offset: the plaintext offset to write at.
+    /// - Throws: `.locked`, `.badHandle` (read-only, closed, or after a failed change), `.fileTooLarge`, `.io`.
     public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(ProtectionError) {
         guard offset >= 0 else { throw invalid("a negative offset") }
         guard bytes.count > 0 else { return }
@@ -202,6 +216,10 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     }
 
     /// Writes `bytes` at `offset` (see `write(_:at:)`).
+    /// - Parameters:
+    ///   - bytes: the plaintext.
+    ///   - offset: the plaintext offset to write at.
+    /// - Throws: `.locked`, `.badHandle`, `.fileTooLarge`, `.io`.
     public func write(_ bytes: [UInt8], at offset: Int64) throws(ProtectionError) {
         try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try write(b, at: offset) }
     }
@@ -222,11 +240,15 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     }
 
     /// Appends `bytes` at the end of the file.
+    /// - Parameter bytes: the plaintext.
+    /// - Throws: `.locked`, `.badHandle`, `.fileTooLarge`, `.io`.
     public func append(_ bytes: [UInt8]) throws(ProtectionError) {
         try bytes.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try append(b) }
     }
 
     /// Appends `bytes` at the end of the file (atomically with respect to other calls on this handle).
+    /// - Parameter bytes: the plaintext.
+    /// - Throws: `.locked`, `.badHandle`, `.fileTooLarge`, `.io`.
     public func append(_ bytes: UnsafeRawBufferPointer) throws(ProtectionError) {
         guard bytes.count > 0 else { return }
         try state.withLock { (st) throws(ProtectionError) in
@@ -237,6 +259,8 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     }
 
     /// Sets the plaintext size: cuts the end off, or extends with zeros.
+    /// - Parameter newSize: the new plaintext size in bytes.
+    /// - Throws: `.locked`, `.badHandle`, `.invalidArgument` for a negative size, `.io`.
     public func truncate(to newSize: Int64) throws(ProtectionError) {
         guard newSize >= 0 else { throw invalid("a negative size") }
         try state.withLock { (st) throws(ProtectionError) in

@@ -21,6 +21,10 @@ public struct ProtectedFileOptions: Sendable, Equatable {
     /// (FORMAT.md §8 has the measurements). Files keep the chunk size they were created with.
     public static let defaultChunkSize = 4 * 1024
 
+    /// Options for new files.
+    /// - Parameters:
+    ///   - cipher: the AEAD; `.preferred` is AES-256-GCM where the CPU has AES instructions, else XChaCha20-Poly1305.
+    ///   - chunkSize: plaintext bytes per chunk, a power of two from 4 KiB to 16 MiB (checked at `create`).
     public init(cipher: AEADCipher = .preferred, chunkSize: Int = ProtectedFileOptions.defaultChunkSize) {
         self.cipher = cipher
         self.chunkSize = chunkSize
@@ -35,8 +39,11 @@ public struct ProtectedFileOptions: Sendable, Equatable {
 
 /// What a protected file's header says, readable without any key.
 public struct ProtectedFileInfo: Sendable, Equatable {
+    /// The class whose key wraps the file's key.
     public let protectionClass: ProtectionClass
+    /// The file's AEAD.
     public let cipher: AEADCipher
+    /// Plaintext bytes per chunk.
     public let chunkSize: Int
     /// Plaintext size implied by the file size (authenticated only when the file is opened).
     public let plaintextSize: Int64
@@ -56,6 +63,7 @@ public struct ProtectedFileInfo: Sendable, Equatable {
 public final class ProtectedFiles: Sendable {
     /// Where class keys come from, with the lock that revokes them (`ProtectionDomain.keys` or `InMemoryClassKeys`).
     public let keys: ClassKeys
+    /// Cipher and chunk size for new files (existing files keep theirs).
     public let options: ProtectedFileOptions
     /// When set, whole-file writes take a coordinated `forReplacing` write of the file and
     /// whole-file reads a coordinated read, so other coordinated readers and writers (in any
@@ -65,6 +73,8 @@ public final class ProtectedFiles: Sendable {
     /// Seals under one extended key nonce per set of file keys: 2^32 (FORMAT.md §6.1); smaller only in tests.
     let sealsPerKeyNonce: UInt64
 
+    /// Protected files whose keys come from `keys`: usually `domain.files` instead of one made here.
+    ///
     /// - Parameters:
     ///   - keys: the domain's keys (`domain.keys`), or the explicit in-process store `InMemoryClassKeys`; either
     ///     way its lock revokes every handle opened here (in every process, for a domain).
@@ -118,25 +128,9 @@ public final class ProtectedFiles: Sendable {
 
     // MARK: Whole files
 
-    /// Atomically replaces `path` with a protected file holding `bytes`.
-    ///
-    /// Writes a temporary file beside `path`, fsyncs it, renames it over `path`
-    /// and fsyncs the directory: readers see the old file or the new one, never
-    /// a mix, and after a crash one of the two is there.
-    /// - Throws: `.locked` if `protection`'s key cannot wrap; `.io` for file-system
-    ///   failures (the temporary file is removed and `path` is untouched).
-    public func write(_ bytes: UnsafeRawBufferPointer, to path: String, protection: ProtectionClass) throws(ProtectionError) {
-        try write(bytes, to: path, protection: protection, via: .filesWrite)
-    }
-
-    /// `write(_:to:protection:)` on behalf of the entry point `via`.
+    /// `write(_:to:protection:)` (DataProtection.swift) on behalf of the entry point `via`: the atomic replace.
     func write(_ bytes: UnsafeRawBufferPointer, to path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) {
         try replace(path, protection: protection, via: via) { (h) throws(ProtectionError) in try h.write(bytes, at: 0) }
-    }
-
-    /// Atomically replaces `path` with a protected file holding `bytes`.
-    public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass) throws(ProtectionError) {
-        try write(bytes, to: path, protection: protection, via: .filesWrite)
     }
 
     /// `write(_:to:protection:)` on behalf of the entry point `via`.
@@ -147,10 +141,15 @@ public final class ProtectedFiles: Sendable {
     /// Atomically replaces `path` with a protected copy of everything readable from `source`
     /// (a file descriptor: a plain file, a pipe, standard input), in O(chunk) memory.
     ///
-    /// - Parameter durable: fsync the new file and its directory before returning (the default).
-    ///   With `false` the replacement is still atomic for readers, but a power failure soon after
-    ///   may leave the old file, or a new one that fails authentication (never wrong plaintext);
-    ///   for bulk imports that sync later, and for comparisons with tools that do not fsync.
+    /// - Parameters:
+    ///   - source: the descriptor to read to its end (from its current offset).
+    ///   - path: the file to replace or create.
+    ///   - protection: the class whose key wraps the new file's key.
+    ///   - durable: fsync the new file and its directory before returning (the default).
+    ///     With `false` the replacement is still atomic for readers, but a power failure soon after
+    ///     may leave the old file, or a new one that fails authentication (never wrong plaintext);
+    ///     for bulk imports that sync later, and for comparisons with tools that do not fsync.
+    /// - Throws: `.locked`; `.io` reading `source` or writing (the temporary file is removed and `path` is untouched).
     public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass, durable: Bool = true) throws(ProtectionError) {
         try write(contentsOf: source, to: path, protection: protection, durable: durable, via: .filesWriteStream)
     }
@@ -195,13 +194,7 @@ public final class ProtectedFiles: Sendable {
         }
     }
 
-    /// Reads the whole plaintext of `path`.
-    /// - Throws: `.locked`, `.authenticationFailed`, `.notProtected`, `.notFound`, `.io`.
-    public func read(_ path: String) throws(ProtectionError) -> [UInt8] {
-        try read(path, via: .filesRead)
-    }
-
-    /// `read(_:)` on behalf of the entry point `via`.
+    /// `read(_:)` (DataProtection.swift) on behalf of the entry point `via`: a coordinated whole-file read.
     func read(_ path: String, via: ProtectedDataEntryPoint) throws(ProtectionError) -> [UInt8] {
         try coordinated(path, writing: false) { () throws(ProtectionError) in try readWhole(path, via: via) }
     }
@@ -215,6 +208,12 @@ public final class ProtectedFiles: Sendable {
     }
 
     /// Reads the whole plaintext of `path` and writes it to `destination` (a file descriptor), in O(chunk) memory.
+    ///
+    /// - Parameters:
+    ///   - path: the protected file.
+    ///   - destination: where the plaintext goes (a file, a pipe, standard output).
+    /// - Throws: `.locked`, `.authenticationFailed` (what was written before the bad chunk stays written; nothing
+    ///   after it), `.notProtected`, `.notFound`, `.io`.
     public func read(_ path: String, into destination: Int32) throws(ProtectionError) {
         try read(path, into: destination, via: .filesReadStream)
     }
@@ -272,19 +271,6 @@ public final class ProtectedFiles: Sendable {
     }
 
     // MARK: Handles
-
-    /// Creates a new, empty protected file at `path` (which must not exist) and opens it for writing.
-    ///
-    /// Class `completeUnlessOpen` can be created while locked: its per-file key
-    /// is sealed to the class public key.
-    ///
-    /// The new file is committed by its first `sync()`: from then on in-place
-    /// changes are journaled (FORMAT.md §6.7). Before it, like any file never
-    /// fsynced, a crash can leave it missing, empty or failing authentication.
-    /// - Throws: `.alreadyExists`, `.locked`, `.invalidArgument` (bad options), `.io`.
-    public func create(_ path: String, protection: ProtectionClass) throws(ProtectionError) -> ProtectedFileHandle {
-        try create(path, protection: protection, reportedAs: path, journaled: true, via: .filesCreate)
-    }
 
     /// `create`, with errors about the file attributed to `shown` (the destination of an atomic replace, not its temporary name).
     /// A replace's temporary file is not `journaled`: the rename makes it atomic.
@@ -345,18 +331,7 @@ public final class ProtectedFiles: Sendable {
         }
     }
 
-    /// Opens the protected file at `path` for reading, or for reading and writing.
-    ///
-    /// Verifies the header (key wrap and MAC) and the last chunk, so `size` is authenticated.
-    /// Opening for writing first finishes any change a crash interrupted (`recover`);
-    /// opening for reading does so only if the file fails authentication, then tries again.
-    /// - Throws: `.notFound`, `.notProtected`, `.unsupportedVersion`, `.corruptHeader`,
-    ///   `.authenticationFailed`, `.locked`, `.io`.
-    public func open(_ path: String, forWriting: Bool = false) throws(ProtectionError) -> ProtectedFileHandle {
-        try open(path, forWriting: forWriting, via: forWriting ? .filesOpenForWriting : .filesOpen)
-    }
-
-    /// `open(_:forWriting:)` on behalf of the entry point `via`.
+    /// `open(_:forWriting:)` (DataProtection.swift) on behalf of the entry point `via`.
     func open(_ path: String, forWriting: Bool, via: ProtectedDataEntryPoint) throws(ProtectionError) -> ProtectedFileHandle {
         if forWriting {
             try recoverBeforeWriting(path)

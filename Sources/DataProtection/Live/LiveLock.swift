@@ -31,6 +31,7 @@ import Glibc
 ///
 /// Events reach other processes in one datagram: tens of microseconds.
 public final class LiveLock: Sendable {
+    /// The domain this live lock belongs to (its identifier as 32 hex digits).
     public let domainID: String
     let directory: String
     let state: LiveState
@@ -59,8 +60,10 @@ public final class LiveLock: Sendable {
     static let takeoverMillis: Int64 = 500
 
     /// Attaches this process to the live lock of `domainID`.
-    /// - Parameter runtimeDirectory: where the shared page and sockets live; default
-    ///   `$XDG_RUNTIME_DIR/dataprotection`, else `/tmp/dataprotection-<uid>`.
+    /// - Parameters:
+    ///   - domainID: the domain's identifier (`ProtectionDomain.id` as text); a domain attaches its own.
+    ///   - runtimeDirectory: where the shared page and sockets live; default
+    ///     `$XDG_RUNTIME_DIR/dataprotection`, else `/tmp/dataprotection-<uid>`.
     /// - Throws: `.io` when the directory is not private to this user or cannot be made.
     public init(domainID: String, runtimeDirectory: String? = nil) throws(ProtectionError) {
         self.domainID = domainID
@@ -107,6 +110,7 @@ public final class LiveLock: Sendable {
 
     /// What `lock` did.
     public struct LockReport: Sendable {
+        /// The lock epoch this lock moved to (every handle opened before it fails its next call by this number).
         public var epoch: UInt64
         /// Processes that acknowledged (this one included, if attached).
         public var processesAcknowledged: Int
@@ -123,10 +127,13 @@ public final class LiveLock: Sendable {
     /// Locks `classes` everywhere: tells every process `willLock`, waits `grace`, then marks them locked,
     /// runs `destroyKeys`, and makes every process wipe and acknowledge.
     /// - Parameters:
+    ///   - classes: the classes to lock (A and B by default; add C for `--evict-all`).
     ///   - grace: how long apps get between `willLock` and the lock (`LiveLock.defaultGrace`);
     ///     `.zero` locks at once and sends no `willLock`.
     ///   - destroyKeys: removes the class keys from where they live (the kernel keyring).
     ///   - timeoutMillis: how long to wait for each live process to acknowledge.
+    /// - Returns: who acknowledged, who timed out, and how long it took.
+    /// - Throws: what `destroyKeys` throws (the classes are marked locked already, so handles still fail).
     @discardableResult
     public func lock(_ classes: Set<ProtectionClass> = LiveLock.lockClasses, grace: Duration = LiveLock.defaultGrace, timeoutMillis: Int = 2000,
                      destroyKeys: () throws(ProtectionError) -> Void) throws(ProtectionError) -> LockReport {
@@ -171,6 +178,7 @@ public final class LiveLock: Sendable {
 
     /// Marks `classes` unlocked, sets or clears the auto-lock deadline, and tells every process.
     /// - Parameters:
+    ///   - classes: the classes to mark unlocked (all of them by default).
     ///   - autoLockAfterSeconds: lock classes A and B again after this long; nil for never.
     ///   - grace: how long before that auto-lock every process gets `willLock`; `.zero` for no warning.
     public func unlock(_ classes: Set<ProtectionClass> = Set(ProtectionClass.allCases), autoLockAfterSeconds: Int? = nil, grace: Duration = LiveLock.defaultGrace) {
@@ -241,6 +249,11 @@ public final class LiveLock: Sendable {
     }
 
     /// Runs `operation`; while it fails with `.locked`, waits for unlock and runs it again.
+    /// - Parameters:
+    ///   - c: the class whose unlock to wait for.
+    ///   - operation: the work to run, again after each unlock while it fails `.locked`.
+    /// - Returns: what `operation` returns.
+    /// - Throws: what `operation` throws other than `.locked`; `CancellationError` when the task is cancelled.
     public func retryAfterUnlock<R: Sendable>(_ c: ProtectionClass = .complete, _ operation: () async throws -> R) async throws -> R {
         while true {
             do { return try await operation() } catch let e as ProtectionError where e.code == .locked {
@@ -322,6 +335,7 @@ public final class LiveLock: Sendable {
 public final class EventSubscription: Sendable {
     private let cancelAction: Locked<(@Sendable () -> Void)?>
     init(_ cancel: @escaping @Sendable () -> Void) { cancelAction = Locked(cancel) }
+    /// Ends the subscription: the handler is not called again.
     public func cancel() { cancelAction.withLock { $0?(); $0 = nil } }
 }
 
