@@ -113,8 +113,11 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
     ///
     /// Inlinable so that callers in other modules are specialized: unspecialized, the temporary allocation's
     /// `Result<R, E>` metadata was looked up at run time on every call (about 1,100 instructions per small-file open).
+    /// - Parameter sharingSubkeys: false for a session whose subkey no later session will need (it then neither
+    ///   looks in the key's cache nor publishes to it: a small file's only chunk, opened once at open, costs no
+    ///   locked-memory copy). Only speed depends on it.
     @inlinable @inline(__always)
-    public borrowing func withSession<R, E: Error>(_ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
+    public borrowing func withSession<R, E: Error>(sharingSubkeys: Bool = true, _ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
         try state.withUnsafeBytes { (k) throws(E) -> R in
             guard let extended else {
                 var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: nil, cache: nil)
@@ -122,7 +125,7 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
             }
             return try withUnsafeTemporaryAllocation(byteCount: AEADSession.scratchSize, alignment: 16) { (scratch) throws(E) -> R in
                 scratch.storeBytes(of: 0, toByteOffset: AEADSession.validAt, as: UInt8.self)  // nothing derived yet
-                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!, cache: extended)
+                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!, cache: sharingSubkeys ? extended : nil)
                 // Only a session that derived a subkey wrote key material there (a cached one costs no wipe).
                 defer { if session.derived { AEADSession.wipe(scratch) } }
                 return try body(&session)

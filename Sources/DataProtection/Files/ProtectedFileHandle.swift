@@ -377,7 +377,9 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
                 // Opened straight from the bytes read at open into the slot's plaintext place.
                 let r: Result<Void, CryptoError> = prefix.withUnsafeBytes { p in
                     do throws(CryptoError) {
-                        try sealer.withSession { (session) throws(CryptoError) in
+                        // A file of one chunk: its plaintext stays in the tail slot and every read is served from
+                        // there, so no later session needs this subkey (a write seals under the handle's own key nonce).
+                        try sealer.withSession(sharingSubkeys: last > 0) { (session) throws(CryptoError) in
                             try sealer.open(slot: p.baseAddress! + start, count: plen, into: slot + sealer.nonceSize, index: last, last: true, in: &session)
                         }
                         return .success(())

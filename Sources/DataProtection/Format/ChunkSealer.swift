@@ -31,8 +31,8 @@ struct ChunkSealer: Sendable {
 
     /// Runs `body` with a session of the content key (see `AEADKey.withSession`).
     @inline(__always)
-    func withSession<R, E: Error>(_ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
-        try keys.content.withSession(body)
+    func withSession<R, E: Error>(sharingSubkeys: Bool = true, _ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
+        try keys.content.withSession(sharingSubkeys: sharingSubkeys, body)
     }
 
     /// Seals `count` plaintext bytes from `plaintext` into the chunk slot at `slot`

@@ -46,28 +46,34 @@ struct FileHeader: Equatable, Sendable {
 
     /// Bytes 0..<40: magic, version, class, cipher, chunk shift, flags, header size,
     /// wrapped-key length, class-key generation, file identifier.
-    func fixedBytes() -> [UInt8] {
-        var b = [UInt8](); b.reserveCapacity(Self.fixedSize)
-        b += Self.magic
-        b += [version, protectionClass.rawValue, cipher.rawValue, chunkShift]
-        b.appendBE(flags)
-        b.appendBE(UInt16(Self.size))
-        b.appendBE(UInt16(wrappedKey.count))
-        b.appendBE(classKeyGeneration)
-        b += fileID
-        return b
-    }
+    func fixedBytes() -> [UInt8] { encoding(Self.fixedSize) }
 
     /// Bytes 0..<144: what the header MAC covers (fixed fields and the zero-padded key slot).
-    func authenticatedBytes() -> [UInt8] {
-        var b = fixedBytes()
-        b += wrappedKey
-        b += [UInt8](repeating: 0, count: Self.wrappedKeySlot - wrappedKey.count)
-        return b
-    }
+    func authenticatedBytes() -> [UInt8] { encoding(Self.fixedSize + Self.wrappedKeySlot) }
 
     /// The full 176-byte encoding.
-    func encoded() -> [UInt8] { authenticatedBytes() + mac }
+    func encoded() -> [UInt8] { encoding(Self.size) }
+
+    /// The first `count` bytes of the encoding (40, 144 or 176), in one allocation (every open and create encodes).
+    private func encoding(_ count: Int) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: count) { b, initialized in
+            let p = UnsafeMutableRawBufferPointer(b)
+            p.initializeMemory(as: UInt8.self, repeating: 0)
+            func put(_ bytes: [UInt8], at offset: Int) {
+                bytes.withUnsafeBytes { p.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: Swift.min($0.count, count - offset)) }
+            }
+            put(Self.magic, at: 0)
+            p[8] = version; p[9] = protectionClass.rawValue; p[10] = cipher.rawValue; p[11] = chunkShift
+            p.storeBytes(of: flags.bigEndian, toByteOffset: 12, as: UInt32.self)
+            p.storeBytes(of: UInt16(Self.size).bigEndian, toByteOffset: 16, as: UInt16.self)
+            p.storeBytes(of: UInt16(wrappedKey.count).bigEndian, toByteOffset: 18, as: UInt16.self)
+            p.storeBytes(of: classKeyGeneration.bigEndian, toByteOffset: 20, as: UInt32.self)
+            put(fileID, at: 24)
+            if count > Self.fixedSize { put(wrappedKey, at: Self.fixedSize) }  // then zero padding to 144
+            if count > Self.fixedSize + Self.wrappedKeySlot { put(mac, at: Self.fixedSize + Self.wrappedKeySlot) }
+            initialized = count
+        }
+    }
 
     /// Parses and validates the structure of `bytes` (at least `FileHeader.size` bytes).
     ///
