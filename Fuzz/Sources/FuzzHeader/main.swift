@@ -1,5 +1,6 @@
 // libFuzzer target: protected-file headers. The input is taken as a whole file; most
 // mutants die in the header checks (magic, version, flags, lengths, key wrap, MAC).
+import SystemLayer
 import CFuzz
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 // An in-memory FileIO holding one file, so fuzz inputs never touch the disk.
+import SystemLayer
 import DataProtection
 import ProtectionCrypto
 import Synchronization

@@ -1,3 +1,4 @@
+import SystemLayer
 import Dispatch
 import FileCoordination
 import Locking
