@@ -20,6 +20,11 @@ public protocol FileIO: Sendable {
     func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int
     /// `pwrite(2)`: may write fewer bytes than asked.
     func pwrite(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) -> Int
+    /// `read(2)` at the descriptor's position (a pipe, a terminal, a caller's file): may return fewer bytes than asked.
+    /// The default implementation is `SystemFileIO`'s.
+    func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int
+    /// `write(2)` at the descriptor's position: may write fewer bytes than asked. Default: `SystemFileIO`'s.
+    func write(_ fd: Int32, from buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int
     /// `fsync(2)`.
     func fsync(_ fd: Int32) throws(SystemError)
     /// `ftruncate(2)`.
@@ -52,6 +57,22 @@ public protocol FileIO: Sendable {
 }
 
 extension FileIO {
+    public func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            if n >= 0 { return n }
+            if errno != EINTR { throw SystemError(errno) }
+        }
+    }
+
+    public func write(_ fd: Int32, from buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int {
+        while true {
+            let n = Glibc.write(fd, buffer.baseAddress, buffer.count)
+            if n >= 0 { return n }
+            if errno != EINTR { throw SystemError(errno) }
+        }
+    }
+
     public func refusal(_ error: SystemError, _ action: String, _ path: String) -> (any Error)? { nil }
 }
 
