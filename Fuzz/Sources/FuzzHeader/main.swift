@@ -1,11 +1,10 @@
 // libFuzzer target: protected-file headers. The input is taken as a whole file; most
 // mutants die in the header checks (magic, version, flags, lengths, key wrap, MAC).
-import SystemLayer
 import CFuzz
 #if canImport(Glibc)
 import Glibc
 #endif
-import DataProtection
+@testable import DataProtection  // ProtectedFiles(keys:io:) is the package-level fault-injection seam
 import FuzzSupport
 
 nonisolated(unsafe) let keys = try! fuzzKeys()
