@@ -20,6 +20,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         // `swift package generate-documentation --target DataProtection` (the DocC catalog, Sources/DataProtection/DataProtection.docc).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -36,6 +37,11 @@ let package = Package(
         .target(name: "Locking"),
         // Paths taken apart and compared at the byte "/", as the kernel does (not by Character).
         .target(name: "PathSyntax"),
+        // The system layer: the only module that makes file system calls and imports CShims (typed, on swift-system).
+        .target(
+            name: "SystemLayer",
+            dependencies: ["CShims", "PathSyntax", .product(name: "SystemPackage", package: "swift-system")],
+            exclude: ["README.md"]),
 
         // The only importer of libsodium.
         .target(name: "ProtectionCrypto", dependencies: ["CSodium", "Locking"]),
@@ -45,11 +51,11 @@ let package = Package(
             dependencies: ["CKeyutils", .product(name: "Logging", package: "swift-log")],
             exclude: ["README.md"]),
         // NSFileCoordinator-style coordination; independent of the encryption.
-        .target(name: "FileCoordination", dependencies: ["CShims", "Locking", "PathSyntax"], exclude: ["README.md"]),
+        .target(name: "FileCoordination", dependencies: ["CShims", "Locking", "PathSyntax", "SystemLayer"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
-                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking", "PathSyntax",
+                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking", "PathSyntax", "SystemLayer",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),
@@ -85,7 +91,7 @@ let package = Package(
         .executableTarget(
             name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"], path: "Tests/Support/container-hold"),
         // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
-        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto"], path: "Tests/Support/CrashScenarios"),
+        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto", "SystemLayer"], path: "Tests/Support/CrashScenarios"),
         // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point.
         .executableTarget(
             name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection"], path: "Tests/Support/crash-worker"),
@@ -107,12 +113,12 @@ let package = Package(
                 "KernelKeyring", "keyring-probe", "keyctl-deny", "TestSupport", .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
-            name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker", "PathSyntax", "TestSupport"]),
+            name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker", "PathSyntax", "SystemLayer", "TestSupport"]),
         .testTarget(
             name: "DataProtectionTests",
             dependencies: [
                 "DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios",
-                "Locking", "PathSyntax", "GuaranteeMatrix", "guarantee-worker", "TestSupport",
+                "Locking", "PathSyntax", "SystemLayer", "GuaranteeMatrix", "guarantee-worker", "TestSupport",
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.

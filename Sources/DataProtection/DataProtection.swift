@@ -25,6 +25,7 @@
 //   lock      ─▶ LiveLock (Live/)                    every process wipes its `complete` handles before lock returns
 
 import Logging
+import SystemLayer
 import ProtectionCrypto
 internal import PathSyntax
 
@@ -39,12 +40,18 @@ extension ProtectionDomain {
     ///   - keyStore: where class keys live while unlocked: the kernel keyring (the default) or, chosen explicitly,
     ///     this process's memory.
     ///   - fileOptions: cipher and chunk size for new files.
-    ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
     ///   - logger: where the domain logs unlock and lock (never key bytes); nil for none.
     /// - Throws: `.notFound`, `.corruptKeybag`, `.insecurePermissions`, `.keyringUnavailable`, `.io`.
     public static func open(
+        at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil
+    ) throws(ProtectionError) -> ProtectionDomain {
+        try open(at: location, keyStore: keyStore, fileOptions: fileOptions, io: SystemFileIO(), logger: logger)
+    }
+
+    /// `open(at:keyStore:fileOptions:logger:)` through the file-system seam `io` (tests that inject faults).
+    package static func open(
         at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(),
-        io: any FileIO = SystemFileIO(), logger: Logger? = nil
+        io: any FileIO, logger: Logger? = nil
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
         let bag = try Keybag.load(location, io: io) { (c) throws(ProtectionError) in try DeviceSecret.load(for: c, at: location, io: io) }

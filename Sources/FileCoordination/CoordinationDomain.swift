@@ -1,4 +1,5 @@
 // A coordination domain: a root directory whose items are coordinated through one lock directory.
+internal import SystemLayer
 internal import Glibc
 import Foundation
 import Locking

@@ -1,4 +1,5 @@
 // Open file descriptions of the domain lock file, one per coordination in flight.
+internal import SystemLayer
 internal import Glibc
 import Locking
 import Synchronization

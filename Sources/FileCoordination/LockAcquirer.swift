@@ -1,4 +1,5 @@
 // Drives a LockPlanCursor to completion: kernel waits on threads for outermost requests, polling for nested ones.
+internal import SystemLayer
 internal import Glibc
 
 /// Takes a plan's locks with a deadline and cancellation, all or nothing.

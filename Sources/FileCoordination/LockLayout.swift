@@ -1,13 +1,9 @@
 // The pure arithmetic of the lock file: which bytes an access locks, and in which order.
 internal import PathSyntax
+internal import SystemLayer
 
-/// A byte-range lock type.
-enum LockType: Int, Sendable, Comparable {
-    case shared = 1
-    case exclusive = 2
-
-    static func < (lhs: LockType, rhs: LockType) -> Bool { lhs.rawValue < rhs.rawValue }
-}
+/// A byte-range lock type (the system layer's OFD lock kind).
+typealias LockType = OFDLock.Kind
 
 /// The locks one slot needs: the item byte (the item itself) and the subtree byte (its contents).
 struct SlotNeeds: Equatable, Sendable {

@@ -1,4 +1,5 @@
 // Walks a lock plan step by step, so the same walk serves blocking, async and nested waits.
+internal import SystemLayer
 
 /// The steps that take one plan's locks on one lease, in the global order (slot, then gate, item, subtree).
 ///

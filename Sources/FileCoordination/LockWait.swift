@@ -1,4 +1,5 @@
 // Blocking lock waits on dedicated threads, with deadlines and cancellation, never on the cooperative pool.
+internal import SystemLayer
 import Dispatch
 import Foundation
 import Locking

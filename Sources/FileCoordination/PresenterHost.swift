@@ -1,4 +1,5 @@
 // The presenter side of the rendezvous: a Unix socket that turns requests into local callbacks.
+internal import SystemLayer
 internal import CShims
 internal import Glibc
 import Dispatch

@@ -1,3 +1,4 @@
+import SystemLayer
 @testable import DataProtection
 import Foundation
 import XCTest

@@ -1,3 +1,4 @@
+import SystemLayer
 import Foundation
 @testable import DataProtection
 import ProtectionCrypto
@@ -59,6 +60,34 @@ final class FaultInjectionTests: XCTestCase {
     /// Whole-file atomic replace under a fault at every call position: the file holds
     /// exactly the old or the new contents, the caller gets a typed error, and (for a
     /// one-off fault) no temporary file is left behind.
+    /// Simulates EIO and ENOSPC at every file-system call a container's creation makes through the seam (its plain
+    /// metadata files are written by the one atomic replace): each failure is a typed error and leaves no temporary
+    /// file, and at least one fault fires (before the system layer's funnel, container writes called write/fsync
+    /// directly and no fault reached them).
+    func testContainerMetadataWritesUnderEveryFault() throws {
+        let dir = try temporaryDirectory(self)
+        let keys = try InMemoryClassKeys.random()
+        var fired = 0
+        for mode in [FaultyIO.Mode.eio, .enospc] {
+            for n in 1...40 {
+                let io = FaultyIO(failAt: n, mode: mode, forever: false)
+                var options = Container.OpenOptions()
+                options.io = io
+                let root = "\(dir)/c-\(mode)-\(n)"
+                do throws(ProtectionError) {
+                    let c = try Container.create(at: root, keys: keys, options: options)
+                    c.close()
+                } catch {
+                    XCTAssertTrue(io.fired.load(ordering: .relaxed), "\(mode) at call \(n): failed without a fault: \(error.message)")
+                }
+                if io.fired.load(ordering: .relaxed) { fired += 1 }
+                let leftovers = try FileManager.default.contentsOfDirectory(atPath: root).filter { $0.hasSuffix(".tmp") }
+                XCTAssertEqual(leftovers, [], "\(mode) at call \(n): temporary files left")
+            }
+        }
+        XCTAssertGreaterThan(fired, 0, "no fault reached a container write")
+    }
+
     func testAtomicReplaceUnderEveryFault() throws {
         let dir = try temporaryDirectory(self)
         let keys = try InMemoryClassKeys.random()

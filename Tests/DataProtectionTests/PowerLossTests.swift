@@ -1,3 +1,4 @@
+import SystemLayer
 import CrashScenarios
 import Foundation
 @testable import DataProtection

@@ -1,3 +1,4 @@
+import SystemLayer
 import Foundation
 @testable import DataProtection
 import ProtectionCrypto

@@ -4,7 +4,7 @@ import CFuzz
 #if canImport(Glibc)
 import Glibc
 #endif
-import DataProtection
+@testable import DataProtection  // ProtectedFiles(keys:io:) is the package-level fault-injection seam
 import FuzzSupport
 
 nonisolated(unsafe) let keys = try! fuzzKeys()

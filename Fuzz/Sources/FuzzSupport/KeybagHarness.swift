@@ -2,6 +2,7 @@
 // (Tests/DataProtectionTests holds a symbolic link to this file), so the replay applies the
 // fuzzer's own oracles. It reaches the keybag's internal API through `@testable import`
 // (Fuzz/run builds debug, where the package is compiled with testing enabled).
+import SystemLayer
 @testable import DataProtection
 import ProtectionCrypto
 

@@ -1,5 +1,6 @@
 // An in-memory FileIO holding one file, so fuzz inputs never touch the disk.
-import DataProtection
+import SystemLayer
+@testable import DataProtection  // ProtectedFiles(keys:io:) is the package-level fault-injection seam
 import ProtectionCrypto
 import Synchronization
 

@@ -1,3 +1,4 @@
+import SystemLayer
 internal import CShims
 
 #if canImport(Glibc)
@@ -44,7 +45,7 @@ struct ConfinedFileIO: FileIO {
     func unlink(_ path: String) throws(SystemError) { try confinement.remove(path) }
 
     /// Names what the confinement refused (a path outside the root, a link out, a hard link) and the fix.
-    func failure(_ error: SystemError, _ action: String, _ path: String) -> ProtectionError { confinement.failure(error.errno, action, path) }
+    func refusal(_ error: SystemError, _ action: String, _ path: String) -> (any Error)? { confinement.failure(error.errno, action, path) }
 
     /// Copies `user.*` attributes between two files opened beneath the root (a missing source copies nothing).
     func copyUserAttributes(from source: String, to destination: String) throws(SystemError) {

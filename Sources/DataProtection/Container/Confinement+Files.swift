@@ -1,3 +1,4 @@
+import SystemLayer
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -10,13 +11,11 @@ extension Confinement {
     /// Reads the whole plain file at `path` (at most `limit` bytes).
     func readFile(_ path: String, limit: Int = 16 << 20) throws(SystemError) -> [UInt8] {
         let fd = try open(path, flags: O_RDONLY | O_NOFOLLOW)
-        defer { Glibc.close(fd) }
+        defer { io.close(fd) }
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw SystemError(errno) }
+            let n = try buf.withUnsafeMutableBytes { b in Result { () throws(SystemError) in try io.readOnce(fd, into: b, at: Int64(out.count)) } }.get()
             if n == 0 { return out }
             out += buf[..<n]
             guard out.count <= limit else { throw SystemError(EFBIG) }
@@ -30,19 +29,13 @@ extension Confinement {
         let tmp = (dir == "." ? "" : dir + "/") + ".\(lastComponent(of: path)).dp-\(suffix).tmp"
         let fd = try open(tmp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode)
         do throws(SystemError) {
-            var done = 0
-            while done < bytes.count {
-                let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { throw SystemError(n < 0 ? errno : EIO) }
-                done += n
-            }
-            guard Glibc.fsync(fd) == 0 else { throw SystemError(errno) }
-            Glibc.close(fd)
+            try bytes.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
+            try io.fsync(fd)
+            io.close(fd)
             try rename(tmp, to: path, replacing: true)
             try syncDirectory(dir)
         } catch {
-            Glibc.close(fd)
+            io.close(fd)
             try? remove(tmp)
             throw error
         }
@@ -51,8 +44,8 @@ extension Confinement {
     /// fsyncs the directory `path`, so a create or rename in it is durable.
     func syncDirectory(_ path: String) throws(SystemError) {
         let fd = try open(path, flags: O_RDONLY | O_DIRECTORY)
-        defer { Glibc.close(fd) }
-        guard Glibc.fsync(fd) == 0 else { throw SystemError(errno) }
+        defer { io.close(fd) }
+        try io.fsync(fd)
     }
 
     /// Removes `path` and, if it is a directory, everything inside it, never following a symbolic link.

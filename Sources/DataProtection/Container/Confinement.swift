@@ -1,3 +1,4 @@
+import SystemLayer
 internal import CShims
 
 #if canImport(Glibc)
@@ -26,18 +27,21 @@ final class Confinement: Sendable {
     let root: String
     /// The root, opened `Confinement.pathOnly | O_DIRECTORY`; every lookup starts here.
     let rootFD: Int32
+    /// The seam the container's plain-file reads and writes go through (the real calls, or a test's faults).
+    let io: any FileIO
 
     /// `O_PATH`: a descriptor that only names a place (lookups, fstat), never reads or writes.
     static let pathOnly: Int32 = dp_O_PATH
     static let resolve: UInt64 = dp_RESOLVE_BENEATH | dp_RESOLVE_NO_MAGICLINKS
 
     /// Opens `root` (an existing directory) as the confinement root; a relative `root` is taken from the working directory.
-    init(root: String) throws(SystemError) {
+    init(root: String, io: any FileIO = SystemFileIO()) throws(SystemError) {
         guard !root.utf8.contains(0) else { throw SystemError(EINVAL) }
         let fd = Glibc.open(root, Confinement.pathOnly | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw SystemError(errno) }
         self.root = isAbsolutePath(root) ? root : Container.currentDirectory() + "/" + root
         self.rootFD = fd
+        self.io = io
     }
 
     deinit { Glibc.close(rootFD) }

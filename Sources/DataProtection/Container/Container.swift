@@ -1,3 +1,4 @@
+import SystemLayer
 import FileCoordination
 import ProtectionCrypto
 
@@ -42,18 +43,17 @@ public final class Container: Sendable {
         public var clearsTemporaryDirectory: Bool
         /// Which file coordination whole-file operations take part in.
         public var coordination: ContainerCoordination
-        /// The I/O seam under the confinement.
-        public var io: any FileIO
+        /// The I/O seam under the confinement: the real system calls, or a test's faults (package-level).
+        package var io: any FileIO = SystemFileIO()
 
         public init(
             fileOptions: ProtectedFileOptions = .init(), trustedBundleKey: Ed25519PublicKey? = nil,
-            clearsTemporaryDirectory: Bool = false, coordination: ContainerCoordination = .machineWide, io: any FileIO = SystemFileIO()
+            clearsTemporaryDirectory: Bool = false, coordination: ContainerCoordination = .machineWide
         ) {
             self.fileOptions = fileOptions
             self.coordination = coordination
             self.trustedBundleKey = trustedBundleKey
             self.clearsTemporaryDirectory = clearsTemporaryDirectory
-            self.io = io
         }
 
         /// Opening for launch: verify the sealed bundle with `key` and clear `tmp/`.
@@ -73,7 +73,7 @@ public final class Container: Sendable {
     public static func create(at root: String, keys: ClassKeys, policy: ContainerPolicy = .standard, options: OpenOptions = .init()) throws(ProtectionError) -> Container {
         if mkdir(root, 0o700) != 0 && errno != EEXIST { throw .errno(errno, "create the container", root) }
         let c: Confinement
-        do throws(SystemError) { c = try Confinement(root: root) } catch { throw .errno(error.errno, "open the container", root) }
+        do throws(SystemError) { c = try Confinement(root: root, io: options.io) } catch { throw .errno(error.errno, "open the container", root) }
         var step = ""
         do throws(SystemError) {
             for d in ContainerDirectory.allCases {
@@ -96,7 +96,7 @@ public final class Container: Sendable {
     public init(at root: String, keys: ClassKeys, options: OpenOptions = .init()) throws(ProtectionError) {
         let absolute = isAbsolutePath(root) ? root : Self.currentDirectory() + "/" + root
         let c: Confinement
-        do throws(SystemError) { c = try Confinement(root: absolute) } catch { throw .errno(error.errno, "open the container", absolute) }
+        do throws(SystemError) { c = try Confinement(root: absolute, io: options.io) } catch { throw .errno(error.errno, "open the container", absolute) }
         var ids: [FileIdentity: ContainerDirectory] = [:]
         for d in ContainerDirectory.allCases {
             do throws(SystemError) {

@@ -1,3 +1,4 @@
+import SystemLayer
 import FileCoordination
 import struct Foundation.URL
 

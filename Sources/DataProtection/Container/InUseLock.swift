@@ -1,3 +1,4 @@
+import SystemLayer
 internal import CShims
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import SystemLayer
 import ProtectionCrypto
 internal import PathSyntax
 

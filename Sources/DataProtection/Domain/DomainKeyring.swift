@@ -1,3 +1,4 @@
+import SystemLayer
 import KernelKeyring
 import ProtectionCrypto
 

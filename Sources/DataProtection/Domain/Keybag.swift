@@ -1,3 +1,4 @@
+import SystemLayer
 import ProtectionCrypto
 
 /// A keybag read from disk and authenticated, with the operations that need its secrets.

@@ -1,3 +1,4 @@
+import SystemLayer
 import FileCoordination
 import KernelKeyring
 import Logging
@@ -66,14 +67,24 @@ public final class ProtectionDomain: Sendable {
     ///   - kdf: Argon2id parameters, e.g. `calibrateKDF(target:)`.
     ///   - keyStore: where class keys will live while unlocked.
     ///   - fileOptions: cipher and chunk size for new files.
-    ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
     ///   - logger: where the domain logs unlock and lock (never key bytes); nil for none.
     ///   - present: receives the recovery key after the keybag is durable; show it to the person once.
     /// - Returns: the new domain, open and locked.
     /// - Throws: `.alreadyExists` when a keybag is there; `.keyringUnavailable`; `.insecurePermissions`; `.io`.
     public static func create(
         at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
-        fileOptions: ProtectedFileOptions = .init(), io: any FileIO = SystemFileIO(), logger: Logger? = nil,
+        fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil,
+        present: (borrowing RecoveryKey) throws(ProtectionError) -> Void
+    ) throws(ProtectionError) -> ProtectionDomain {
+        try create(
+            at: location, passphrase: passphrase, kdf: kdf, keyStore: keyStore, fileOptions: fileOptions, io: SystemFileIO(), logger: logger,
+            present: present)
+    }
+
+    /// `create(at:passphrase:kdf:keyStore:fileOptions:logger:present:)` through the file-system seam `io` (tests that inject faults).
+    package static func create(
+        at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
+        fileOptions: ProtectedFileOptions = .init(), io: any FileIO, logger: Logger? = nil,
         present: (borrowing RecoveryKey) throws(ProtectionError) -> Void
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)

@@ -1,3 +1,4 @@
+import SystemLayer
 import ProtectionCrypto
 
 /// The byte layout of the rollback journal (FORMAT.md §6.7): pure encoding and checking, no I/O.

@@ -1,3 +1,4 @@
+import SystemLayer
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -98,7 +99,12 @@ extension ProtectedFiles {
     }
 
     /// `recoverTree(_:)` without a `ProtectedFiles` (no keys are needed): for tools that have no domain at hand.
-    public static func recoverTree(_ path: String, io: any FileIO = SystemFileIO()) throws(ProtectionError) -> RecoveryReport {
+    public static func recoverTree(_ path: String) throws(ProtectionError) -> RecoveryReport {
+        try recoverTree(path, io: SystemFileIO())
+    }
+
+    /// `recoverTree(_:)` through the fault-injection seam `io` (package-level, for tests).
+    package static func recoverTree(_ path: String, io: any FileIO) throws(ProtectionError) -> RecoveryReport {
         var report = RecoveryReport()
         var st = stat()
         let exists = lstat(path, &st) == 0

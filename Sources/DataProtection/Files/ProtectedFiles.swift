@@ -1,3 +1,4 @@
+import SystemLayer
 import Dispatch
 import FileCoordination
 import Locking
@@ -79,9 +80,14 @@ public final class ProtectedFiles: Sendable {
     ///   - keys: the domain's keys (`domain.keys`), or the explicit in-process store `InMemoryClassKeys`; either
     ///     way its lock revokes every handle opened here (in every process, for a domain).
     ///   - options: cipher and chunk size for new files.
-    ///   - io: the file-system seam; the real system calls unless a test substitutes faults.
     ///   - coordinator: coordinates whole-file reads and writes with other readers and writers.
-    public convenience init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO = SystemFileIO()) {
+    public convenience init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil) {
+        self.init(keys: keys, options: options, coordinator: coordinator, io: SystemFileIO(), sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
+    }
+
+    /// The fault-injection seam: every file-system call of these files goes through `io` (package-level, for tests
+    /// that simulate failures and power loss, as swift-system's mocking hook is).
+    package convenience init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO) {
         self.init(keys: keys, options: options, coordinator: coordinator, io: io, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
     }
 
@@ -180,9 +186,11 @@ public final class ProtectedFiles: Sendable {
                 var filled = 0
                 defer { used = max(used, filled) }
                 while filled < cap {  // fill whole batches so appends stay chunk-aligned
-                    let n = Glibc.read(source, buf.baseAddress! + filled, cap - filled)
-                    if n < 0 && errno == EINTR { continue }
-                    if n < 0 { throw ProtectionError.errno(errno, "read the input for", path) }
+                    let n: Int
+                    do throws(SystemError) { n = try io.read(source, into: UnsafeMutableRawBufferPointer(rebasing: buf[filled...])) } catch {
+                        if error.errno == EINTR { continue }
+                        throw ProtectionError.errno(error.errno, "read the input for", path)
+                    }
                     if n == 0 { break }
                     filled += n
                 }
@@ -256,14 +264,15 @@ public final class ProtectedFiles: Sendable {
             if case let e = failed.withLock({ $0 }), e != 0 { idle.signal(); throw ProtectionError.errno(e, "write the output of", path) }
             if n == 0 { idle.signal(); break }
             nonisolated(unsafe) let chunk = UnsafeRawBufferPointer(start: buf.baseAddress, count: n)
-            writer.async {
+            writer.async { [io] in
                 defer { idle.signal() }
                 var done = 0
                 while done < chunk.count {
-                    let w = Glibc.write(destination, chunk.baseAddress! + done, chunk.count - done)
-                    if w < 0 && errno == EINTR { continue }
-                    if w < 0 { let e = errno; failed.withLock { $0 = e }; return }
-                    done += w
+                    do throws(SystemError) { done += try io.write(destination, from: UnsafeRawBufferPointer(rebasing: chunk[done...])) } catch {
+                        if error.errno == EINTR { continue }
+                        failed.withLock { $0 = error.errno }
+                        return
+                    }
                 }
             }
             offset += Int64(n)

@@ -1,3 +1,4 @@
+import SystemLayer
 /// Where the new bytes of a handle write come from.
 enum WriteSource {
     /// Zeros (a file extended by `truncate`).

@@ -1,3 +1,4 @@
+import SystemLayer
 import DataProtection
 import ProtectionCrypto
 

@@ -24,9 +24,9 @@ extension FileIO {
 }
 
 /// Buffer handling for the `*xattr` calls, whichever form (path, link, descriptor) they take.
-enum ExtendedAttributes {
+package enum ExtendedAttributes {
     /// Copies the `user.*` attributes of the open file `src` to the open file `dst` (nothing where unsupported).
-    static func copyUserAttributes(from src: Int32, to dst: Int32) throws(SystemError) {
+    package static func copyUserAttributes(from src: Int32, to dst: Int32) throws(SystemError) {
         let names: [String]
         do throws(SystemError) { names = try ExtendedAttributes.names { flistxattr(src, $0, $1) } } catch where error.errno == ENOTSUP {
             return
@@ -39,12 +39,12 @@ enum ExtendedAttributes {
     }
 
     /// The value of attribute `name` of `path` (not following a final link); nil when absent.
-    static func value(of name: String, at path: String) throws(SystemError) -> [UInt8]? {
+    package static func value(of name: String, at path: String) throws(SystemError) -> [UInt8]? {
         try value { lgetxattr(path, name, $0, $1) }
     }
 
     /// The attribute names a `listxattr`-style call returns (`call(buffer, size)`).
-    static func names(_ call: (UnsafeMutablePointer<CChar>?, Int) -> Int) throws(SystemError) -> [String] {
+    package static func names(_ call: (UnsafeMutablePointer<CChar>?, Int) -> Int) throws(SystemError) -> [String] {
         while true {
             let size = call(nil, 0)
             guard size >= 0 else { throw SystemError(errno) }
@@ -58,7 +58,7 @@ enum ExtendedAttributes {
     }
 
     /// The value a `getxattr`-style call returns, or nil when the attribute is absent (ENODATA).
-    static func value(_ call: (UnsafeMutableRawPointer?, Int) -> Int) throws(SystemError) -> [UInt8]? {
+    package static func value(_ call: (UnsafeMutableRawPointer?, Int) -> Int) throws(SystemError) -> [UInt8]? {
         while true {
             let size = call(nil, 0)
             if size < 0 && errno == ENODATA { return nil }

@@ -19,29 +19,16 @@ public struct FileStatus: Sendable, Equatable {
 }
 
 /// Why a name that must hold a regular file of ours does not: the system call failed, or something else is there.
-enum OwnedFileFailure: Error {
+///
+/// The library turns it into its own error, naming the protected file the name serves and the fix.
+package enum OwnedFileFailure: Error {
     case system(SystemError)
     /// What is at the name instead, as a phrase: "a symbolic link", "a file with 2 hard links", …
     case foreign(String)
-
-    /// The typed error for `action` on `subject` (the protected file the name serves) failing at `path`.
-    ///
-    /// - Parameter fix: what to do about a foreign file; default: remove it, it is not ours.
-    func error(_ action: String, _ subject: String, at path: String, fix: String? = nil) -> ProtectionError {
-        switch self {
-        case .system(let e): return .errno(e.errno, action, subject)
-        case .foreign(let what):
-            let remedy = fix ?? "it was not made by this library; remove it (`rm -r '\(path)'`) and try again"
-            return ProtectionError(
-                .untrustedFile,
-                "unable to \(action) '\(subject)': '\(path)' is \(what), where only a regular file of ours with one link may be; \(remedy)",
-                path: subject)
-        }
-    }
 }
 
 /// Whose file an existing owned file must be.
-enum FileOwner {
+package enum FileOwner {
     /// Anyone's: the other checks suffice.
     case anyone
     /// This process's effective user's.
@@ -49,7 +36,7 @@ enum FileOwner {
     /// This process's effective user's, or `uid`'s.
     case usOr(uid_t)
 
-    func allows(_ uid: uid_t) -> Bool {
+    package func allows(_ uid: uid_t) -> Bool {
         switch self {
         case .anyone: true
         case .us: uid == geteuid()
@@ -80,7 +67,7 @@ extension FileIO {
     /// - Parameter flags: access mode and extra flags (`O_NOFOLLOW`, `O_NONBLOCK`, `O_NOCTTY` are always added).
     /// - Returns: the descriptor (`O_NONBLOCK` stays set: it changes nothing for a regular file).
     /// - Throws: `.foreign` naming what is there instead; `.system` for other failures (`ENOENT` when absent).
-    func openOwned(_ path: String, flags: Int32, owner: FileOwner = .us) throws(OwnedFileFailure) -> Int32 {
+    package func openOwned(_ path: String, flags: Int32, owner: FileOwner = .us) throws(OwnedFileFailure) -> Int32 {
         let fd: Int32
         do throws(SystemError) { fd = try open(path, flags: flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, mode: 0) } catch {
             switch error.errno {
@@ -102,14 +89,14 @@ extension FileIO {
     /// Creates a new file at `path` with `O_CREAT | O_EXCL` (nothing at the name is followed or reused).
     ///
     /// - Throws: `.system(EEXIST)` when anything, even a dangling link, is at the name; `.system` for other failures.
-    func createOwned(_ path: String, flags: Int32, mode: mode_t) throws(OwnedFileFailure) -> Int32 {
+    package func createOwned(_ path: String, flags: Int32, mode: mode_t) throws(OwnedFileFailure) -> Int32 {
         do throws(SystemError) { return try open(path, flags: flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, mode: mode) } catch {
             throw .system(error)
         }
     }
 
     /// Throws `.foreign` unless `fd` is a regular file with one link whose owner `owner` allows.
-    func checkOwned(_ fd: Int32, owner: FileOwner) throws(OwnedFileFailure) {
+    package func checkOwned(_ fd: Int32, owner: FileOwner) throws(OwnedFileFailure) {
         let st: FileStatus
         do throws(SystemError) { st = try status(fd) } catch { throw .system(error) }
         guard st.type == S_IFREG else { throw .foreign(Self.describe(st.type)) }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 internal import PathSyntax
+public import SystemPackage
 
 /// The file-system calls the protected-file layer makes, as a seam.
 ///
@@ -19,6 +20,11 @@ public protocol FileIO: Sendable {
     func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int
     /// `pwrite(2)`: may write fewer bytes than asked.
     func pwrite(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) -> Int
+    /// `read(2)` at the descriptor's position (a pipe, a terminal, a caller's file): may return fewer bytes than asked.
+    /// The default implementation is `SystemFileIO`'s.
+    func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int
+    /// `write(2)` at the descriptor's position: may write fewer bytes than asked. Default: `SystemFileIO`'s.
+    func write(_ fd: Int32, from buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int
     /// `fsync(2)`.
     func fsync(_ fd: Int32) throws(SystemError)
     /// `ftruncate(2)`.
@@ -43,20 +49,44 @@ public protocol FileIO: Sendable {
     func identity(_ fd: Int32) throws(SystemError) -> (device: UInt64, inode: UInt64)
     /// `fstat(2)`'s type, link count and owner: what the owned-file open checks. Default in FileIO+OwnedFile.swift.
     func status(_ fd: Int32) throws(SystemError) -> FileStatus
-    /// The error to report when `action` on `path` failed in one of the path calls above (`open`, `rename`, `unlink`).
+    /// The library's own error for `action` on `path` failing with `error` in one of the path calls above
+    /// (`open`, `rename`, `unlink`), or nil for the plain errno report.
     ///
-    /// The default is `ProtectionError.errno`; a confined seam names what its confinement refused and the fix.
-    func failure(_ error: SystemError, _ action: String, _ path: String) -> ProtectionError
+    /// The default is nil; a confined seam names what its confinement refused and the fix.
+    func refusal(_ error: SystemError, _ action: String, _ path: String) -> (any Error)?
 }
 
 extension FileIO {
-    public func failure(_ error: SystemError, _ action: String, _ path: String) -> ProtectionError { .errno(error.errno, action, path) }
+    public func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            if n >= 0 { return n }
+            if errno != EINTR { throw SystemError(errno) }
+        }
+    }
+
+    public func write(_ fd: Int32, from buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int {
+        while true {
+            let n = Glibc.write(fd, buffer.baseAddress, buffer.count)
+            if n >= 0 { return n }
+            if errno != EINTR { throw SystemError(errno) }
+        }
+    }
+
+    public func refusal(_ error: SystemError, _ action: String, _ path: String) -> (any Error)? { nil }
 }
 
-/// An errno from a system call.
-public struct SystemError: Error, Sendable, Equatable {
-    public let errno: Int32
-    public init(_ errno: Int32) { self.errno = errno }
+/// An errno from a system call: swift-system's `Errno`.
+public typealias SystemError = Errno
+
+extension Errno {
+    /// The error for the C `errno` value `code`.
+    @inline(__always)
+    public init(_ code: Int32) { self.init(rawValue: code) }
+
+    /// The C `errno` value.
+    @inline(__always)
+    public var errno: Int32 { rawValue }
 }
 
 /// The real system calls. `EINTR` is retried here, except on `close`.
@@ -114,7 +144,7 @@ public struct SystemFileIO: FileIO {
 
 extension FileIO {
     /// Reads exactly `buffer.count` bytes unless end of file comes first; returns the count read.
-    func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+    package func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
         var done = 0
         while done < buffer.count {
             let n: Int
@@ -129,7 +159,7 @@ extension FileIO {
     }
 
     /// One `pread` into `buffer`, retried only on `EINTR`: may return fewer bytes than asked.
-    func readOnce(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+    package func readOnce(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
         while true {
             do { return try pread(fd, into: buffer, at: offset) } catch {
                 if error.errno != EINTR { throw error }
@@ -138,7 +168,7 @@ extension FileIO {
     }
 
     /// Writes all of `buffer`, looping over short writes.
-    func writeFully(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) {
+    package func writeFully(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) {
         var done = 0
         while done < buffer.count {
             let n: Int
@@ -152,7 +182,7 @@ extension FileIO {
     }
 
     /// fsyncs the directory holding `path`, so a rename or create in it is durable.
-    func syncDirectory(of path: String) throws(SystemError) {
+    package func syncDirectory(of path: String) throws(SystemError) {
         let dir = parentDirectory(of: path)
         let fd = try open(dir, flags: O_RDONLY | O_DIRECTORY, mode: 0)
         defer { close(fd) }
@@ -166,6 +196,6 @@ extension FileIO {
 /// 256 bytes of it, but the kernel packs records to the length of their names (`d_reclen`), so for
 /// an entry near the end of the directory buffer that copy reads past the buffer's end
 /// (AddressSanitizer: heap-buffer-overflow).
-func entryName(_ e: UnsafePointer<dirent>) -> String {
+package func entryName(_ e: UnsafePointer<dirent>) -> String {
     String(cString: (UnsafeRawPointer(e) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!).assumingMemoryBound(to: CChar.self))
 }
