@@ -1,4 +1,5 @@
 import Foundation
+// @testable: reads the backup-exclusion attribute through the internal ExtendedAttributes (IO/, which the system-layer branch reworks).
 @testable import DataProtection
 import Synchronization
 import XCTest

@@ -1,3 +1,4 @@
+// @testable: lists directories through the internal Confinement and FileTree readers, where the d_name overflow was.
 @testable import DataProtection
 import Foundation
 import XCTest

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: crashes writers through the internal FileIO seam and reads the internal journal format (the system-layer branch reworks the seam).
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: injects short reads through the internal FileIO seam (the system-layer branch reworks it).
 @testable import DataProtection
 import Locking
 import ProtectionCrypto

@@ -1,3 +1,4 @@
+// @testable: simulates power loss as an internal FileIO (the system-layer branch reworks the seam).
 @testable import DataProtection
 import Locking
 

@@ -1,5 +1,6 @@
 import CrashScenarios
 import Foundation
+// @testable: runs operations over PowerLossIO through the internal FileIO seam (the system-layer branch reworks it).
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: checks a handle's internal staging memory, batch sizes and revocation, and the chunk layout.
 @testable import DataProtection
 import ProtectionCrypto
 import Synchronization

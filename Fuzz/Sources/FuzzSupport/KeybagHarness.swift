@@ -2,6 +2,7 @@
 // (Tests/DataProtectionTests holds a symbolic link to this file), so the replay applies the
 // fuzzer's own oracles. It reaches the keybag's internal API through `@testable import`
 // (Fuzz/run builds debug, where the package is compiled with testing enabled).
+// @testable: the fuzzer reaches the internal keybag parser (the pure-format module of issue 20 is to make it package).
 @testable import DataProtection
 import ProtectionCrypto
 

@@ -1,6 +1,7 @@
 // The container path-resolution fuzz harness, shared by the FuzzPath target and
 // FuzzRegressionTests (Tests/DataProtectionTests holds a symbolic link to this file).
 // It drives the internal `Confinement` through `@testable import`.
+// @testable: the fuzzer drives the internal Confinement.
 @testable import DataProtection
 
 #if canImport(Glibc)
