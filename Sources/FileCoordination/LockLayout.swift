@@ -62,9 +62,9 @@ enum ItemAccess: Sendable, Equatable {
 }
 
 /// Pure helpers for paths and slots.
-enum LockLayout {
+package enum LockLayout {
     /// The slot of an item, from its path relative to the domain root (FNV-1a, 60 bits).
-    static func slot(forRelativePath relative: String) -> UInt64 {
+    package static func slot(forRelativePath relative: String) -> UInt64 {
         var hash: UInt64 = fnvOffset
         for byte in relative.utf8 { hash = (hash ^ UInt64(byte)) &* fnvPrime }
         return hash >> 4

@@ -89,7 +89,7 @@ public enum KeySealing {
     }
 
     /// Raw X25519 (`crypto_scalarmult`); rejects an all-zero result (low-order peer key).
-    static func sharedSecret(secret: borrowing SecretBytes, peer: X25519PublicKey) throws(CryptoError) -> SecretBytes {
+    package static func sharedSecret(secret: borrowing SecretBytes, peer: X25519PublicKey) throws(CryptoError) -> SecretBytes {
         var shared = try SecretBytes(zeroedCount: Int(crypto_scalarmult_BYTES))
         let rc: Int32 = shared.withUnsafeMutableBytes { out in
             secret.withUnsafeBytes { s in

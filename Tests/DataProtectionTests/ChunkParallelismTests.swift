@@ -1,4 +1,5 @@
 import Foundation
+// @testable: drives the internal chunk worker pool (ChunkParallelism) directly, with bodies that fail at chosen chunks.
 @testable import DataProtection
 import Locking
 import XCTest

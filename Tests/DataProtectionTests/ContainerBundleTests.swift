@@ -1,4 +1,5 @@
 import Foundation
+// @testable: forges bundle manifests through the internal BundleManifest encoding and its hex form.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

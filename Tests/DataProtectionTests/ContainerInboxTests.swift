@@ -1,5 +1,5 @@
 import Foundation
-@testable import DataProtection
+import DataProtection
 import XCTest
 
 /// The Inbox is read-and-delete; the bundle is read-only; Preferences belong to the store; the root holds only the layout.

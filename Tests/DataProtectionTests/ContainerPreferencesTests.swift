@@ -1,4 +1,5 @@
 import Foundation
+// @testable: hands the raw class key to the container-hold child process, a door no build product may have.
 @testable import DataProtection
 import TestSupport
 import XCTest

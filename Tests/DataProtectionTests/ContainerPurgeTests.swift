@@ -1,6 +1,7 @@
 import FileCoordination
 import Foundation
 import Locking
+// @testable: gives the internal purge a model of free space per Confinement, to test its order without filling a disk.
 @testable import DataProtection
 import TestSupport
 import XCTest

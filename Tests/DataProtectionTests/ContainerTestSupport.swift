@@ -1,5 +1,5 @@
 import Foundation
-@testable import DataProtection
+import DataProtection
 import XCTest
 
 /// A fresh container under a temporary directory, with real random in-memory class keys.

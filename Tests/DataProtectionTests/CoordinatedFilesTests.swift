@@ -1,6 +1,6 @@
 import FileCoordination
 import Foundation
-@testable import DataProtection
+import DataProtection
 import Synchronization
 import XCTest
 

@@ -1,4 +1,5 @@
 import SystemLayer
+// @testable: lists directories through the internal Confinement and FileTree readers, where the d_name overflow was.
 @testable import DataProtection
 import Foundation
 import XCTest

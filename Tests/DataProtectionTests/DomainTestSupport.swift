@@ -1,4 +1,5 @@
 import Foundation
+// @testable: forges keybags (zero MAC, valid checksum) through the internal KeybagContents encoding.
 @testable import DataProtection
 import KernelKeyring
 import ProtectionCrypto

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: forges a keybag entry through the internal KeybagContents encoding.
 @testable import DataProtection
 import KernelKeyring
 import ProtectionCrypto

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: checks the format vectors against the internal header, chunk layout, sealer and file-key derivation.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: replays the fuzzers' regressions through their harnesses, which drive the internal Confinement and keybag parser.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

@@ -1,5 +1,6 @@
 import SystemLayer
 import Foundation
+// @testable: crashes writers through the internal FileIO seam and reads the internal journal format (the system-layer branch reworks the seam).
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

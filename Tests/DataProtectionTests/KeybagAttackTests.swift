@@ -1,4 +1,5 @@
 import Foundation
+// @testable: forges keybag entries through the internal KeybagContents encoding and reads the key store to check what unlock admitted.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

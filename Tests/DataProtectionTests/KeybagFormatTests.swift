@@ -1,4 +1,5 @@
 import Foundation
+// @testable: parses and encodes keybags through the internal KeybagContents, byte by byte.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: writes older keybag versions through the internal KeybagContents encoding and reads class keys back to compare.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: checks the internal KeybagWatch (descriptor identity of the keybag) directly.
 @testable import DataProtection
 import XCTest
 

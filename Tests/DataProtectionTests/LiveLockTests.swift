@@ -1,4 +1,5 @@
 import Foundation
+// @testable: builds ClassKeys over an internal InMemoryKeyTable revoked by a LiveLock, as a domain does.
 @testable import DataProtection
 import ProtectionCrypto
 import Locking

@@ -1,5 +1,6 @@
 import SystemLayer
 import Foundation
+// @testable: injects short reads through the internal FileIO seam (the system-layer branch reworks it).
 @testable import DataProtection
 import Locking
 import ProtectionCrypto

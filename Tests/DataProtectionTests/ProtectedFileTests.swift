@@ -1,5 +1,6 @@
 import SystemLayer
 import Foundation
+// @testable: checks a handle's internal staging memory, batch sizes and revocation, and the chunk layout.
 @testable import DataProtection
 import ProtectionCrypto
 import Synchronization

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: sets the internal streaming batch size and replaces through the internal replace to reach batch boundaries.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

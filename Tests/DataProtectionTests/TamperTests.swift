@@ -1,5 +1,5 @@
 import Foundation
-@testable import DataProtection
+import DataProtection
 import ProtectionCrypto
 import XCTest
 

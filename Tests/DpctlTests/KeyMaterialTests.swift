@@ -1,4 +1,5 @@
 import Foundation
+// @testable: reads the raw class keys from the domain's key store and unwraps per-file keys, doors no build product may have.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest
@@ -31,7 +32,7 @@ final class KeyMaterialTests: DpctlTestCase {
         }
         let none = try XCTUnwrap(try domain.cache.noneKey(1)?.secret)
         needles.append(("class key none", none.secret.exposedForTest()))
-        for p in paths { needles.append(("per-file key of \(p)", try domain.files.perFileKeyForTesting(p).exposedForTest())) }
+        for p in paths { needles.append(("per-file key of \(p)", try domain.files.perFileKey(p).exposedForTest())) }
         let recovery = try RecoveryKey(text: try SecretBytes(utf8: recoveryText))
         needles.append(("recovery key", recovery.key.exposedForTest()))
         XCTAssertEqual(Set(needles.map { $0.1 }).count, needles.count, "keys must be distinct")
@@ -70,4 +71,17 @@ final class KeyMaterialTests: DpctlTestCase {
 extension SecretBytes {
     /// Test-only copy of the secret, to search files for it.
     func exposedForTest() -> [UInt8] { withUnsafeBytes { Array($0) } }
+}
+
+extension ProtectedFiles {
+    /// The per-file key of `path`, unwrapped with its class key inside `ClassKeys.admit` (tests scan disks and memory for it).
+    func perFileKey(_ path: String) throws -> SecretBytes {
+        let file = try XCTUnwrap(FileHandle(forReadingAtPath: path), "cannot read \(path)")
+        defer { try? file.close() }
+        let raw = [UInt8](try file.read(upToCount: FileHeader.size) ?? Data())
+        let header = try FileHeader.parse(raw)
+        return try keys.admit(header.protectionClass, via: .filesOpen) { (access, _) throws(ProtectionError) in
+            try unwrapFileKey(header, raw: raw, access)
+        }
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+// @testable: reads the raw class key from the domain's key store and per-file keys (KeyMaterialTests.swift) to scan worker memory for them.
 @testable import DataProtection
 import ProtectionCrypto
 import Locking
@@ -191,7 +192,7 @@ final class KeyResidueTests: DpctlTestCase {
         let held = try FileManager.default.contentsOfDirectory(atPath: work).filter { $0.hasPrefix("held-") }
         XCTAssertEqual(held.count, 40)
         for name in held {
-            let fk = try domain.files.perFileKeyForTesting("\(work)/\(name)")
+            let fk = try domain.files.perFileKey("\(work)/\(name)")
             needles.append(("per-file key of \(name)", fk.exposedForTest()))
             let content = try KeyDerivation.subkey(of: fk, context: FileKeys.contentContext, id: 1)
             let mac = try KeyDerivation.subkey(of: fk, context: FileKeys.headerContext, id: 1)

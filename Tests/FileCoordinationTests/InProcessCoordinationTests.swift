@@ -1,5 +1,5 @@
 // Threads of one process: sharing, exclusion, nesting, timeouts, cancellation, options and bad input.
-@testable import FileCoordination
+import FileCoordination
 import Foundation
 import Synchronization
 import XCTest

@@ -1,4 +1,5 @@
 // The pure arithmetic: path normalisation, ancestors, slots and merged plans.
+// @testable: unit-tests the lock file's internal slot arithmetic (SlotNeeds, plan) and the presenter wire lines, which no API exposes.
 @testable import FileCoordination
 import PathSyntax
 import XCTest

@@ -1,5 +1,6 @@
 // Kernel errors reach callers as KeyringError codes with messages that name the key and the fix.
 import Foundation
+// @testable: feeds internal KeyringError.translating errnos the kernel cannot be made to return on demand (EDQUOT, an unrefused EACCES).
 @testable import KernelKeyring
 import XCTest
 

@@ -1,5 +1,5 @@
 import Foundation
-@testable import ProtectionCrypto
+import ProtectionCrypto
 import XCTest
 
 final class PrimitivesTests: XCTestCase {

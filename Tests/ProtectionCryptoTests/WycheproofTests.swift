@@ -1,5 +1,5 @@
 import Foundation
-@testable import ProtectionCrypto
+import ProtectionCrypto
 import XCTest
 
 /// Runs Project Wycheproof's vectors through this module's own wrappers (not libsodium directly).

@@ -3,6 +3,7 @@
 // fuzzer's own oracles. It reaches the keybag's internal API through `@testable import`
 // (Fuzz/run builds debug, where the package is compiled with testing enabled).
 import SystemLayer
+// @testable: the fuzzer reaches the internal keybag parser (the pure-format module of issue 20 is to make it package).
 @testable import DataProtection
 import ProtectionCrypto
 

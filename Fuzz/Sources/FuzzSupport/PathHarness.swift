@@ -1,7 +1,9 @@
 // The container path-resolution fuzz harness, shared by the FuzzPath target and
 // FuzzRegressionTests (Tests/DataProtectionTests holds a symbolic link to this file).
 // It drives the internal `Confinement` through `@testable import`.
-@testable import SystemLayer  // entryName (package-level in the system layer)
+// @testable: entryName, the directory-entry reader, is internal to the system layer.
+@testable import SystemLayer
+// @testable: the fuzzer drives the internal Confinement.
 @testable import DataProtection
 
 #if canImport(Glibc)

@@ -107,13 +107,4 @@ extension ProtectedFiles {
             throw ProtectionError(.authenticationFailed, "the header failed authentication; it was altered; restore the file from a backup")
         }
     }
-
-    /// Test door: the per-file key of `path` (tests scan disks for it; never call this elsewhere).
-    func perFileKeyForTesting(_ path: String) throws(ProtectionError) -> SecretBytes {
-        let fd: Int32
-        do throws(SystemError) { fd = try io.open(path, flags: O_RDONLY, mode: 0) } catch { throw ProtectionError.errno(error.errno, "open", path) }
-        defer { io.close(fd) }
-        let (header, _, raw) = try readPrefix(fd, path)
-        return try keys.admit(header.protectionClass, via: .filesOpen) { (access, _) throws(ProtectionError) in try unwrapFileKey(header, raw: raw, access) }
-    }
 }

@@ -8,7 +8,7 @@ import ProtectionCrypto
 /// today has a nonce budget that a writer can reach (FORMAT.md §7).
 /// AES-256-GCM with 96-bit nonces under the file's content key is read, and
 /// appended to, only in the version-1 files that already use it.
-enum ChunkCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+package enum ChunkCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// XChaCha20-Poly1305, 24-byte random nonces: versions 1 and 2.
     case xchacha20poly1305 = 1
     /// AES-256-GCM, 12-byte random nonces under the content key: version 1 only (2^32 seals per file key).
@@ -17,7 +17,7 @@ enum ChunkCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case aes256gcmExtended = 3
 
     /// The construction new files get for `algorithm`.
-    static func forNewFiles(_ algorithm: AEADCipher) -> ChunkCipher {
+    package static func forNewFiles(_ algorithm: AEADCipher) -> ChunkCipher {
         algorithm == .aes256gcm ? .aes256gcmExtended : .xchacha20poly1305
     }
 
@@ -30,7 +30,7 @@ enum ChunkCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     var nonceSize: Int { self == .aes256gcmExtended ? AEADNonceMode.extendedNonceSize : algorithm.nonceSize }
 
     /// Bytes each chunk adds to its plaintext: nonce and tag (40, 28 or 40).
-    var overhead: Int { nonceSize + AEADCipher.tagSize }
+    package var overhead: Int { nonceSize + AEADCipher.tagSize }
 
     /// Whether a header of format `version` may name this construction.
     func isAllowed(inVersion version: UInt8) -> Bool {
@@ -41,5 +41,5 @@ enum ChunkCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
         }
     }
 
-    var description: String { self == .aes256gcmExtended ? "AES-256-GCM (extended nonces)" : algorithm.description }
+    package var description: String { self == .aes256gcmExtended ? "AES-256-GCM (extended nonces)" : algorithm.description }
 }
