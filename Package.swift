@@ -20,6 +20,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // The examples (their own package, on this one by path): only DpctlTests use it, to run the example service.
+        .package(path: "Examples"),
     ],
     targets: [
         // C edges: system libraries through pkg-config, and the syscalls Swift's Glibc lacks.
@@ -51,8 +53,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),
-        // Measures unlock, key fetch per open, passphrase change at 10 vs 10,000 files, rotation (BENCHMARKS.md).
-        .executableTarget(name: "dp-keybench", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -60,14 +60,6 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             exclude: ["README.md"]),
-
-        // Measurement drivers behind BENCHMARKS.md (throughput against raw libsodium, lock-check cost).
-        .executableTarget(
-            name: "dp-bench", dependencies: ["DataProtection", "ProtectionCrypto", "CSodium", "CShims"]),
-        // A long-running service that embeds the library as an app would (Examples/BackgroundService).
-        .executableTarget(name: "dp-example-service", dependencies: ["DataProtection", "Locking"], path: "Examples/BackgroundService"),
-        // The main job's tour of the library (scripts/walkthrough).
-        .executableTarget(name: "library-tour", dependencies: ["DataProtection"], path: "Examples/LibraryTour"),
 
         // Test rigs: helpers and worker processes the tests run, under Tests/Support (not shipped).
         // Finding a built helper product next to the test bundle (every test target that runs one).
@@ -77,7 +69,7 @@ let package = Package(
         // Prints whether the kernel keyring works here; KernelKeyringTests run it under keyctl-deny.
         .executableTarget(
             name: "keyring-probe",
-            dependencies: ["KernelKeyring", "CKeyutils", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["KernelKeyring"],
             path: "Tests/Support/keyring-probe"),
         // Holds a container in use from another process (ContainerPurgeTests).
         .executableTarget(
@@ -87,7 +79,7 @@ let package = Package(
         // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point.
         .executableTarget(
             name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection"], path: "Tests/Support/crash-worker"),
-        // A real process for FileCoordination's cross-process tests and benchmarks.
+        // A real process for the cross-process coordination tests (its benchmark drivers: Benchmarks/Drivers/dp-coordbench).
         .executableTarget(
             name: "coordination-worker", dependencies: ["FileCoordination", "CShims", "PathSyntax"],
             path: "Tests/Support/coordination-worker"),
@@ -117,8 +109,8 @@ let package = Package(
         .testTarget(
             name: "DpctlTests",
             dependencies: [
-                "DataProtection", "KernelKeyring", "Locking", "dpctl", "dp-example-service", "crash-worker", "keyctl-deny",
-                "TestSupport",
+                "DataProtection", "KernelKeyring", "Locking", "dpctl", "crash-worker", "keyctl-deny", "TestSupport",
+                .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 @testable import DataProtection
+import ExamplePrograms
 import ProtectionCrypto
 import Locking
 import TestSupport
@@ -8,7 +9,7 @@ import XCTest
 extension DpctlTestCase {
     /// Starts `count` example services (Examples/BackgroundService) on `work` and waits until each is running.
     func startServices(_ count: Int, work: String, seconds: Int, extra: [String] = []) throws -> [(Process, String)] {
-        let service = try builtProduct("dp-example-service")
+        let service = try builtProduct(ExamplePrograms.service)
         var out: [(Process, String)] = []
         for i in 0..<count {
             let p = Process()
@@ -167,7 +168,7 @@ final class KeyResidueTests: DpctlTestCase {
         _ = try initDomain()
         try ok(["unlock", "--passphrase-file", passphraseFile])
         let work = dir + "/work"
-        let service = try builtProduct("dp-example-service")
+        let service = try builtProduct(ExamplePrograms.service)
         var workers: [Process] = []
         for i in 0..<2 {
             let p = Process()
