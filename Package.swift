@@ -3,7 +3,14 @@
 //
 // Layers (dependencies point down only):
 //   dpctl → DataProtection → { KernelKeyring, FileCoordination, ProtectionCrypto } → C shims
+// A plain `swift build` builds these and, of the rigs, only the guarantee matrix's (below). The other test rigs
+// (Tests/Support), the examples (Examples) and the benchmarks (Benchmarks) are packages of their own on this one by
+// path; the first two are dependencies of the test targets only, which SwiftPM does not resolve for packages that
+// depend on this one (Fuzz, Benchmarks, an app). SwiftPM builds every target of this package in a plain build.
 import PackageDescription
+
+/// A product of the test rigs' package (Tests/Support): TestSupport, whose dependents get every rig built with them.
+func rigs(_ name: String) -> Target.Dependency { .product(name: name, package: "Support") }
 
 let package = Package(
     name: "swift-data-protection",
@@ -22,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         // The examples (their own package, on this one by path): only DpctlTests use it, to run the example service.
         .package(path: "Examples"),
+        // The test rigs (their own package under Tests/Support, on this one by path): only the test targets use it.
+        .package(path: "Tests/Support"),
     ],
     targets: [
         // C edges: system libraries through pkg-config, and the syscalls Swift's Glibc lacks.
@@ -61,29 +70,9 @@ let package = Package(
             ],
             exclude: ["README.md"]),
 
-        // Test rigs: helpers and worker processes the tests run, under Tests/Support (not shipped).
-        // Finding a built helper product next to the test bundle (every test target that runs one).
-        .target(name: "TestSupport", path: "Tests/Support/TestSupport"),
-        // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
-        .executableTarget(name: "keyctl-deny", path: "Tests/Support/keyctl-deny"),
-        // Prints whether the kernel keyring works here; KernelKeyringTests run it under keyctl-deny.
-        .executableTarget(
-            name: "keyring-probe",
-            dependencies: ["KernelKeyring"],
-            path: "Tests/Support/keyring-probe"),
-        // Holds a container in use from another process (ContainerPurgeTests).
-        .executableTarget(
-            name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"], path: "Tests/Support/container-hold"),
-        // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
-        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto"], path: "Tests/Support/CrashScenarios"),
-        // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point.
-        .executableTarget(
-            name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection"], path: "Tests/Support/crash-worker"),
-        // A real process for the cross-process coordination tests (its benchmark drivers: Benchmarks/Drivers/dp-coordbench).
-        .executableTarget(
-            name: "coordination-worker", dependencies: ["FileCoordination", "CShims", "PathSyntax"],
-            path: "Tests/Support/coordination-worker"),
-        // The guarantee matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
+        // The guarantee matrix's rig, the one kept in this package (under Tests/Support, whose other rigs are a package
+        // of their own): guarantee-worker checks admissions through DataProtection's package-level AdmissionProbe.
+        // The matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
         .target(name: "GuaranteeMatrix", dependencies: ["DataProtection"], path: "Tests/Support/GuaranteeMatrix"),
         // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
         .executableTarget(name: "guarantee-worker", dependencies: ["GuaranteeMatrix", "DataProtection"], path: "Tests/Support/guarantee-worker"),
@@ -94,22 +83,22 @@ let package = Package(
         .testTarget(
             name: "KernelKeyringTests",
             dependencies: [
-                "KernelKeyring", "keyring-probe", "keyctl-deny", "TestSupport", .product(name: "Logging", package: "swift-log"),
+                "KernelKeyring", rigs("TestSupport"), .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
-            name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker", "PathSyntax", "TestSupport"]),
+            name: "FileCoordinationTests", dependencies: ["FileCoordination", "PathSyntax", rigs("TestSupport")]),
         .testTarget(
             name: "DataProtectionTests",
             dependencies: [
-                "DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios",
-                "Locking", "PathSyntax", "GuaranteeMatrix", "guarantee-worker", "TestSupport",
+                "DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax",
+                "GuaranteeMatrix", "guarantee-worker", rigs("TestSupport"), rigs("CrashScenarios"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(
             name: "DpctlTests",
             dependencies: [
-                "DataProtection", "KernelKeyring", "Locking", "dpctl", "crash-worker", "keyctl-deny", "TestSupport",
+                "DataProtection", "KernelKeyring", "Locking", "dpctl", rigs("TestSupport"),
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]
