@@ -3,7 +3,14 @@
 //
 // Layers (dependencies point down only):
 //   dpctl → DataProtection → { KernelKeyring, FileCoordination, ProtectionCrypto } → C shims
+// A plain `swift build` builds these and, of the rigs, only the guarantee matrix's (below). The other test rigs
+// (Tests/Support), the examples (Examples) and the benchmarks (Benchmarks) are packages of their own on this one by
+// path; the first two are dependencies of the test targets only, which SwiftPM does not resolve for packages that
+// depend on this one (Fuzz, Benchmarks, an app). SwiftPM builds every target of this package in a plain build.
 import PackageDescription
+
+/// A product of the test rigs' package (Tests/Support): TestSupport, whose dependents get every rig built with them.
+func rigs(_ name: String) -> Target.Dependency { .product(name: name, package: "Support") }
 
 let package = Package(
     name: "swift-data-protection",
@@ -23,6 +30,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         // `swift package generate-documentation --target DataProtection` (the DocC catalog, Sources/DataProtection/DataProtection.docc).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // The examples (their own package, on this one by path): only DpctlTests use it, to run the example service.
+        .package(path: "Examples"),
+        // The test rigs (their own package under Tests/Support, on this one by path): only the test targets use it.
+        .package(path: "Tests/Support"),
     ],
     targets: [
         // C edges: system libraries through pkg-config, and the syscalls Swift's Glibc lacks.
@@ -59,8 +70,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),
-        // Measures unlock, key fetch per open, passphrase change at 10 vs 10,000 files, rotation (BENCHMARKS.md).
-        .executableTarget(name: "dp-keybench", dependencies: ["DataProtection", "ProtectionCrypto", "KernelKeyring"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -69,40 +78,19 @@ let package = Package(
             ],
             exclude: ["README.md"]),
 
-        // Measurement drivers behind BENCHMARKS.md (throughput against raw libsodium, lock-check cost).
-        .executableTarget(
-            name: "dp-bench", dependencies: ["DataProtection", "ProtectionCrypto", "CSodium", "CShims"]),
-        // A long-running service that embeds the library as an app would (Examples/BackgroundService).
-        .executableTarget(name: "dp-example-service", dependencies: ["DataProtection", "Locking"], path: "Examples/BackgroundService"),
-        // The main job's tour of the library (scripts/walkthrough).
-        .executableTarget(name: "library-tour", dependencies: ["DataProtection"], path: "Examples/LibraryTour"),
-
-        // Test rigs: helpers and worker processes the tests run, under Tests/Support (not shipped).
-        // Finding a built helper product next to the test bundle (every test target that runs one).
-        .target(name: "TestSupport", path: "Tests/Support/TestSupport"),
-        // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
-        .executableTarget(name: "keyctl-deny", path: "Tests/Support/keyctl-deny"),
-        // Prints whether the kernel keyring works here; KernelKeyringTests run it under keyctl-deny.
-        .executableTarget(
-            name: "keyring-probe",
-            dependencies: ["KernelKeyring", "CKeyutils", .product(name: "Logging", package: "swift-log")],
-            path: "Tests/Support/keyring-probe"),
-        // Holds a container in use from another process (ContainerPurgeTests).
-        .executableTarget(
-            name: "container-hold", dependencies: ["DataProtection", "ProtectionCrypto"], path: "Tests/Support/container-hold"),
-        // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
-        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto", "SystemLayer"], path: "Tests/Support/CrashScenarios"),
-        // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point.
-        .executableTarget(
-            name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection"], path: "Tests/Support/crash-worker"),
-        // A real process for FileCoordination's cross-process tests and benchmarks.
-        .executableTarget(
-            name: "coordination-worker", dependencies: ["FileCoordination", "CShims", "PathSyntax"],
-            path: "Tests/Support/coordination-worker"),
-        // The guarantee matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
+        // The rigs kept in this package (under Tests/Support, whose other rigs are a package of their own), because they
+        // reach package-level test hooks another package cannot see: guarantee-worker checks admissions through
+        // DataProtection's AdmissionProbe; crash-worker and the power-loss tests run the crash scenarios through the
+        // file-system seam (package-level initialisers that take `io:`). A plain `swift build` builds these four too.
+        // The matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
         .target(name: "GuaranteeMatrix", dependencies: ["DataProtection"], path: "Tests/Support/GuaranteeMatrix"),
         // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
         .executableTarget(name: "guarantee-worker", dependencies: ["GuaranteeMatrix", "DataProtection"], path: "Tests/Support/guarantee-worker"),
+        // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
+        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto", "SystemLayer"], path: "Tests/Support/CrashScenarios"),
+        // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point (through the seam).
+        .executableTarget(
+            name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection", "SystemLayer"], path: "Tests/Support/crash-worker"),
 
         .testTarget(
             name: "ProtectionCryptoTests", dependencies: ["ProtectionCrypto"],
@@ -110,23 +98,23 @@ let package = Package(
         .testTarget(
             name: "KernelKeyringTests",
             dependencies: [
-                "KernelKeyring", "keyring-probe", "keyctl-deny", "TestSupport", .product(name: "Logging", package: "swift-log"),
+                "KernelKeyring", rigs("TestSupport"), .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
-            name: "FileCoordinationTests", dependencies: ["FileCoordination", "coordination-worker", "PathSyntax", "SystemLayer", "TestSupport"]),
+            name: "FileCoordinationTests", dependencies: ["FileCoordination", "PathSyntax", "SystemLayer", rigs("TestSupport")]),
         .testTarget(
             name: "DataProtectionTests",
             dependencies: [
-                "DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios",
-                "Locking", "PathSyntax", "SystemLayer", "GuaranteeMatrix", "guarantee-worker", "TestSupport",
+                "DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
+                "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", rigs("TestSupport"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(
             name: "DpctlTests",
             dependencies: [
-                "DataProtection", "KernelKeyring", "Locking", "dpctl", "dp-example-service", "crash-worker", "keyctl-deny",
-                "TestSupport",
+                "DataProtection", "KernelKeyring", "Locking", "dpctl", "crash-worker", rigs("TestSupport"),
+                .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]
 )

@@ -3,6 +3,7 @@
 //
 //   cd Benchmarks && swift package benchmark                      # run everything (see ../BENCHMARKS.md, "How to run")
 //   swift package benchmark thresholds check                      # fail (exit 2) when allocation counts regress
+//   swift build -c release --product dp-bench                     # a measurement driver (Drivers/; BENCHMARKS.md)
 import PackageDescription
 
 /// An ordo-one benchmark executable whose sources are in Benchmarks/NAME.
@@ -15,6 +16,11 @@ func benchmarkTarget(_ name: String, _ dependencies: [Target.Dependency]) -> Tar
     )
 }
 
+/// A measurement driver: a plain executable whose sources are in Drivers/NAME (figures in ../BENCHMARKS.md).
+func driver(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
+    .executableTarget(name: name, dependencies: dependencies, path: "Drivers/\(name)")
+}
+
 /// A product of the library package (../).
 func library(_ name: String) -> Target.Dependency { .product(name: name, package: "swift-data-protection") }
 
@@ -24,6 +30,7 @@ let package = Package(
     dependencies: [
         .package(name: "swift-data-protection", path: "../"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.0", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         benchmarkTarget("CoordinationBenchmarks", [library("FileCoordination")]),
@@ -39,5 +46,20 @@ let package = Package(
             ["BenchmarkSupport", library("DataProtection"), library("FileCoordination"), library("ProtectionCrypto")]),
         // A real domain in the kernel keyring (own session keyring): key fetch, unwrap, unlock, lock with open handles.
         benchmarkTarget("KeyBenchmarks", ["BenchmarkSupport", library("DataProtection"), library("ProtectionCrypto"), library("KernelKeyring")]),
+
+        // Drivers: whole-process measurements that ordo-one's harness does not fit (interleaved rounds, peers, raw C
+        // baselines). They use only the library's public products; the raw baselines call C through this package's own
+        // system libraries (the library's CSodium, CKeyutils and CShims are internal to it).
+        .systemLibrary(name: "BaselineSodium", path: "Drivers/BaselineSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(
+            name: "BaselineKeyutils", path: "Drivers/BaselineKeyutils", pkgConfig: "libkeyutils", providers: [.apt(["libkeyutils-dev"])]),
+        // Throughput against raw libsodium, small files, appends, random reads, seal cost, the peers' file operations.
+        driver("dp-bench", [library("DataProtection"), library("ProtectionCrypto"), "BaselineSodium"]),
+        // Unlock, key fetch per open, passphrase change at 10 vs 10,000 files, rotation, random writes.
+        driver("dp-keybench", [library("DataProtection"), library("ProtectionCrypto"), library("KernelKeyring")]),
+        // FileCoordination between processes: lock handoff latency and contended throughput.
+        driver("dp-coordbench", [library("FileCoordination")]),
+        // KernelKeyring's calls against the raw libkeyutils calls.
+        driver("dp-keyringbench", [library("KernelKeyring"), "BaselineKeyutils", .product(name: "Logging", package: "swift-log")]),
     ]
 )

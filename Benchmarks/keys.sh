@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whole-process dpctl figures for BENCHMARKS.md "Keys, unlock and rotation" (the in-process
-# figures come from `scripts/build-release dp-keybench && .build/release/dp-keybench`). Needs hyperfine (Debian: apt-get install hyperfine).
+# figures come from `scripts/build-release --package-path Benchmarks dp-keybench && Benchmarks/.build/release/dp-keybench`). Needs hyperfine (Debian: apt-get install hyperfine).
 # Runs in its own session keyring against a throwaway domain with the default (calibrated) Argon2id.
 set -euo pipefail
 if [[ -z "${DP_KEYS_BENCH_SESSION:-}" ]]; then exec env DP_KEYS_BENCH_SESSION=1 keyctl session - bash "$0" "$@"; fi

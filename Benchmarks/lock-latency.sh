@@ -9,8 +9,10 @@ set -euo pipefail
 if [[ -z "${DP_BENCH_SESSION:-}" ]]; then exec env DP_BENCH_SESSION=1 keyctl session - bash "$0" "$@"; fi
 cd "$(dirname "$0")/.."
 rounds=${1:-15}
-scripts/build-release dpctl dp-example-service >/dev/null
+scripts/build-release dpctl >/dev/null
+scripts/build-release --package-path Examples dp-example-service >/dev/null
 bin=$(swift build -c release --show-bin-path)
+examples=$(swift build --package-path Examples -c release --show-bin-path)
 work=$(mktemp -d); trap 'pkill -f "dp-example-service --work $work" || true; rm -rf "$work"' EXIT
 export DATAPROTECTION_HOME=$work/home DATAPROTECTION_DEVICE_DIR=$work/devices DATAPROTECTION_KEYRING=session
 printf 'benchmark passphrase\n' > "$work/pw"
@@ -23,7 +25,7 @@ for n in 1 100 1000; do
   pkill -f "dp-example-service --work $work" || true
   for i in 0 1 2 3; do
     hold=$(( n / 4 + (i < n % 4 ? 1 : 0) ))
-    "$bin/dp-example-service" --work "$work/w$n" --seconds 600 --hold "$hold" --tasks-per-class 0 --ready "$work/ready-$n-$i" >/dev/null &
+    "$examples/dp-example-service" --work "$work/w$n" --seconds 600 --hold "$hold" --tasks-per-class 0 --ready "$work/ready-$n-$i" >/dev/null &
   done
   for i in 0 1 2 3; do while [ ! -f "$work/ready-$n-$i" ]; do sleep 0.05; done; done
   libs=(); procs=(); acks=0

@@ -22,7 +22,6 @@
 // Stops after --seconds, or on SIGTERM/SIGINT, and prints a summary line.
 import DataProtection
 import Foundation
-import Locking
 import Synchronization
 
 struct Options {
@@ -68,15 +67,17 @@ func nowNanos() -> UInt64 {
 
 /// The operation log and the counts.
 final class Journal: Sendable {
-    private let out: Locked<FileHandle?>
+    private let out: FileHandle?
+    /// One line at a time into the log; NSLock is a pthread mutex, which ThreadSanitizer sees (its run starts this service).
+    private let writing = NSLock()
     let ok = Atomic<Int>(0), locked = Atomic<Int>(0), violations = Atomic<Int>(0), errors = Atomic<Int>(0)
 
     init(path: String?) {
         if let path {
             FileManager.default.createFile(atPath: path, contents: nil)
-            out = Locked(FileHandle(forWritingAtPath: path))
+            out = FileHandle(forWritingAtPath: path)
         } else {
-            out = Locked(nil)
+            out = nil
         }
     }
 
@@ -89,7 +90,7 @@ final class Journal: Sendable {
         }
         if result == "violation" || result == "error" { print("dp-example-service: \(result): \(op) \(file): \(detail)") }
         let line = "{\"op\":\"\(op)\",\"class\":\"\(cls.name)\",\"file\":\"\(file)\",\"v\":\(version),\"start\":\(start),\"end\":\(nowNanos()),\"result\":\"\(result)\"}\n"
-        out.withLock { $0?.write(Data(line.utf8)) }
+        write(line)
     }
 
     /// Logs a domain event: `{"event":"willLock","deadline":<Unix ms>,"at":<Unix ms>,"t":<monotonic ns>}`.
@@ -104,12 +105,16 @@ final class Journal: Sendable {
         case .didLock: fields = "\"event\":\"didLock\""
         case .didUnlock: fields = "\"event\":\"didUnlock\""
         }
-        out.withLock { $0?.write(Data("{\(fields),\"at\":\(at),\"t\":\(nowNanos())}\n".utf8)) }
+        write("{\(fields),\"at\":\(at),\"t\":\(nowNanos())}\n")
     }
 
     func note(_ s: String) {
         print("dp-example-service: \(s)")
-        out.withLock { $0?.write(Data("{\"event\":\"\(s)\",\"t\":\(nowNanos())}\n".utf8)) }
+        write("{\"event\":\"\(s)\",\"t\":\(nowNanos())}\n")
+    }
+
+    private func write(_ line: String) {
+        writing.withLock { out?.write(Data(line.utf8)) }
     }
 }
 

@@ -1,4 +1,5 @@
 import DataProtection
+import ExamplePrograms
 import Foundation
 import TestSupport
 import XCTest
@@ -15,7 +16,7 @@ final class HostileEnvironmentTests: DpctlTestCase {
 
     func testRefusedKeyringGivesOneClearErrorAndWritesNothing() throws {
         let deny = try builtProduct("keyctl-deny")
-        let service = try builtProduct("dp-example-service")
+        let service = try builtProduct(ExamplePrograms.service)
         try initDomain()
         try ok(["unlock", "--passphrase-file", passphraseFile])
         let files = dir + "/files"

@@ -1,6 +1,7 @@
 import Foundation
 // @testable: reads the raw class key from the domain's key store and per-file keys (KeyMaterialTests.swift) to scan worker memory for them.
 @testable import DataProtection
+import ExamplePrograms
 import ProtectionCrypto
 import Locking
 import TestSupport
@@ -9,7 +10,7 @@ import XCTest
 extension DpctlTestCase {
     /// Starts `count` example services (Examples/BackgroundService) on `work` and waits until each is running.
     func startServices(_ count: Int, work: String, seconds: Int, extra: [String] = []) throws -> [(Process, String)] {
-        let service = try builtProduct("dp-example-service")
+        let service = try builtProduct(ExamplePrograms.service)
         var out: [(Process, String)] = []
         for i in 0..<count {
             let p = Process()
@@ -168,7 +169,7 @@ final class KeyResidueTests: DpctlTestCase {
         _ = try initDomain()
         try ok(["unlock", "--passphrase-file", passphraseFile])
         let work = dir + "/work"
-        let service = try builtProduct("dp-example-service")
+        let service = try builtProduct(ExamplePrograms.service)
         var workers: [Process] = []
         for i in 0..<2 {
             let p = Process()

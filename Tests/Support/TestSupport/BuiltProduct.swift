@@ -1,4 +1,4 @@
-// Finding the executables this package builds (dpctl, the workers, the rigs) from a running test.
+// Finding the executables the tests run (dpctl, the rigs of this package, the example service) next to the test bundle.
 import Foundation
 
 /// An executable the tests run was not found next to the test bundle.

@@ -13,10 +13,6 @@ enum WorkerCommand {
         case "readers": return try readers(arguments)
         case "wait-write": return try waitWrite(arguments)
         case "present": return try PresentCommand.run(arguments)
-        case "handoff": return try HandoffCommand.run(arguments)
-        case "loop": return try loop(arguments)
-        case "bench-handoff": return try BenchDriver.handoff(arguments)
-        case "bench-contention": return try BenchDriver.contention(arguments)
         default: throw WorkerError(description: "unknown command '\(arguments.command)'")
         }
     }
@@ -79,26 +75,6 @@ enum WorkerCommand {
             monotonicMicroseconds() - start
         }
         say("waited-us \(waited)")
-        return 0
-    }
-
-    /// loop --mode read|write --duration-ms D: as many coordinations as fit in D ms; prints the count.
-    static func loop(_ arguments: WorkerArguments) throws -> Int32 {
-        let coordinator = FileCoordinator(domain: try arguments.domain(), timeout: .seconds(30))
-        let item = try arguments.item()
-        let reading = try arguments.string("mode") == "read"
-        _ = readLine()  // start together: the driver writes a line to every worker
-        let end = monotonicMicroseconds() + UInt64(try arguments.int("duration-ms")) * 1000
-        var count = 0
-        while monotonicMicroseconds() < end {
-            if reading {
-                try coordinator.coordinate(readingItemAt: item) { _ in }
-            } else {
-                try coordinator.coordinate(writingItemAt: item) { _ in }
-            }
-            count += 1
-        }
-        say("count \(count)")
         return 0
     }
 }

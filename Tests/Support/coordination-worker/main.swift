@@ -1,4 +1,4 @@
-// coordination-worker: a real process for FileCoordination's cross-process tests and benchmarks.
+// coordination-worker: a real process for the cross-process tests of FileCoordination and DataProtection.
 //
 // Usage: coordination-worker <command> --root DIR [options]; see WorkerCommand.swift for commands.
 import Foundation

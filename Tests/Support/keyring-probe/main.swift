@@ -5,25 +5,15 @@
 // per step: `checkAvailable: ok` or `checkAvailable: <code> errno=<n>: <message>`.
 // Exit status: 0 all steps worked, 69 (EX_UNAVAILABLE) a step found the keyring
 // refused, 70 another keyring failure, 64 bad usage.
-// `keyring-probe --bench [iterations]` instead times the wrapper against the raw C calls.
+// (Its timing of the wrapper against the raw C calls is Benchmarks/Drivers/dp-keyringbench.)
 import KernelKeyring
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-let arguments = Array(CommandLine.arguments.dropFirst())
-if arguments.first == "--bench" {
-    let iterations = arguments.count > 1 ? Int(arguments[1]) : 200_000
-    guard let iterations, iterations > 0 else {
-        print("usage: keyring-probe [--bench [iterations]]")
-        exit(64)
-    }
-    runBenchmark(iterations: iterations)
-    exit(0)
-}
-guard arguments.isEmpty else {
-    print("usage: keyring-probe [--bench [iterations]]")
+guard CommandLine.arguments.count == 1 else {
+    print("usage: keyring-probe")
     exit(64)
 }
 

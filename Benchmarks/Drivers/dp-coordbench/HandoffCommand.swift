@@ -1,5 +1,4 @@
 // handoff: measures how long a write lock takes to pass from one process to another.
-internal import CShims
 import FileCoordination
 import Foundation
 
@@ -11,12 +10,12 @@ import Foundation
 /// With `--bare` the same loop uses one raw `F_OFD_SETLKW` write lock instead of a coordinator:
 /// the floor that the kernel and the VM's wake-up set.
 enum HandoffCommand {
-    static func run(_ arguments: WorkerArguments) throws -> Int32 {
-        let coordinator = FileCoordinator(domain: try arguments.domain(), timeout: .seconds(30))
-        let item = try arguments.item()
-        let record = try arguments.string("record")
-        let rounds = try arguments.int("rounds")
-        let hold = UInt32(try arguments.int("hold-us", default: 20))
+    static func run(_ options: Options) throws -> Int32 {
+        let coordinator = FileCoordinator(domain: try options.domain(), timeout: .seconds(30))
+        let item = try options.item()
+        let record = try options.string("record")
+        let rounds = try options.int("rounds")
+        let hold = UInt32(try options.int("hold-us", default: 20))
         let me = getpid()
         var latencies: [UInt64] = []
         // The record is 16 bytes (owner pid, release time) read and written with pread/pwrite, so
@@ -24,9 +23,9 @@ enum HandoffCommand {
         let recordFD = open(record, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         let bareFD = open(item.path + ".bare-lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         let access: (() throws -> Void) throws -> Void = { body in
-            if arguments.flag("bare") {
-                _ = dp_fcntl_lock(bareFD, dp_F_OFD_SETLKW, Int16(F_WRLCK), Int16(SEEK_SET), 0, 1, nil)
-                defer { _ = dp_fcntl_lock(bareFD, dp_F_OFD_SETLK, Int16(F_UNLCK), Int16(SEEK_SET), 0, 1, nil) }
+            if options.flag("bare") {
+                ofdLock(bareFD, wait: true, type: F_WRLCK)
+                defer { ofdLock(bareFD, wait: false, type: F_UNLCK) }
                 try body()
             } else {
                 try coordinator.coordinate(writingItemAt: item) { _ in try body() }
@@ -44,10 +43,22 @@ enum HandoffCommand {
                 }
                 usleep(hold)
                 var mine: (owner: Int64, released: Int64) = (Int64(me), Int64(monotonicMicroseconds()))
-                guard pwrite(recordFD, &mine, 16, 0) == 16 else { throw WorkerError(description: "cannot write \(record)") }
+                guard pwrite(recordFD, &mine, 16, 0) == 16 else { throw BenchError(description: "cannot write \(record)") }
             }
         }
         say("handoffs " + latencies.map(String.init).joined(separator: " "))
         return 0
     }
+}
+
+/// One byte's open-file-description lock, taken (`wait`: F_OFD_SETLKW) or released, as FileCoordination locks.
+private func ofdLock(_ fd: Int32, wait: Bool, type: Int32) {
+    // F_OFD_SETLK / F_OFD_SETLKW from <fcntl.h> (Linux 3.15); Glibc's module map leaves them out.
+    let command: Int32 = wait ? 38 : 37
+    var lock = flock()
+    lock.l_type = Int16(type)
+    lock.l_whence = Int16(SEEK_SET)
+    lock.l_start = 0
+    lock.l_len = 1
+    _ = fcntl(fd, command, &lock)
 }

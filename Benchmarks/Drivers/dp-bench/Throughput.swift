@@ -1,6 +1,6 @@
 // Sequential write and read of a protected file, measured side by side with raw
 // libsodium AEAD over the same buffers, interleaved, in one run.
-internal import CSodium
+internal import BaselineSodium
 import DataProtection
 import Foundation
 import ProtectionCrypto

@@ -1,5 +1,5 @@
 // Times KernelKeyring's calls against the same libkeyutils calls made directly from C.
-import CKeyutils
+import BaselineKeyutils
 import KernelKeyring
 import Logging
 
@@ -12,13 +12,13 @@ func runBenchmark(iterations: Int) {
     let keyring = Keyring()
     do {
         try keyring.joinNewSessionKeyring()
-        let name = "keyring-probe-bench:\(getpid())"
+        let name = "dp-keyringbench:\(getpid())"
         var payload = (UInt64(1), UInt64(2), UInt64(3), UInt64(4))
         let key = try withUnsafeBytes(of: &payload) { (bytes) throws(KeyringError) in
             try keyring.add(.user, description: name, payload: bytes, to: .session, permissions: .privateToOwner)
         }
         var buffer = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        var quiet = Logger(label: "keyring-probe", factory: { _ in SwiftLogNoOpLogHandler() })
+        var quiet = Logger(label: "dp-keyringbench", factory: { _ in SwiftLogNoOpLogHandler() })
         quiet.logLevel = .info
         let logged = Keyring(logger: quiet)
         var rounds: [String: [Double]] = [:]
@@ -66,7 +66,7 @@ private func String(format value: Double) -> String {
 
 /// A call that failed inside a timing loop: the measurement is void, so stop with a message.
 func failed(_ what: String) -> Int {
-    let message = "keyring-probe: error: keyctl \(what) failed during the benchmark; the figures would be meaningless\n"
+    let message = "dp-keyringbench: error: keyctl \(what) failed during the benchmark; the figures would be meaningless\n"
     _ = message.withCString { Glibc.write(2, $0, strlen($0)) }
     exit(70)
 }

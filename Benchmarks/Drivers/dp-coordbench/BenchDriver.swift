@@ -6,12 +6,12 @@ import Foundation
 /// Prints the median, p90 and p99 of release→acquire latency over the handoffs where the lock
 /// changed hands, measured with CLOCK_MONOTONIC, which all processes share.
 enum BenchDriver {
-    static func handoff(_ arguments: WorkerArguments) throws -> Int32 {
-        let root = try arguments.string("root")
+    static func handoff(_ options: Options) throws -> Int32 {
+        let root = try options.string("root")
         let record = root + "/handoff.record"
         try? FileManager.default.removeItem(atPath: record)
-        let rounds = String(try arguments.int("rounds", default: 2000))
-        let bare = arguments.flag("bare") ? ["--bare"] : []
+        let rounds = String(try options.int("rounds", default: 2000))
+        let bare = options.flag("bare") ? ["--bare"] : []
         let peers = try (0..<2).map { _ in
             try Child(["handoff", "--root", root, "--item", "baton", "--record", record, "--rounds", rounds, "--hold-us", "20"] + bare)
         }
@@ -20,10 +20,10 @@ enum BenchDriver {
         for peer in peers {
             let line = peer.readAll()
             for field in line.split(separator: " ").dropFirst() { if let value = UInt64(field) { latencies.append(value) } }
-            guard peer.wait() == 0 else { throw WorkerError(description: "a handoff peer failed") }
+            guard peer.wait() == 0 else { throw BenchError(description: "a handoff peer failed") }
         }
         latencies.sort()
-        guard !latencies.isEmpty else { throw WorkerError(description: "no handoffs happened") }
+        guard !latencies.isEmpty else { throw BenchError(description: "no handoffs happened") }
         func percentile(_ p: Double) -> UInt64 { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
         say("handoffs \(latencies.count) p50-us \(percentile(0.5)) p90-us \(percentile(0.9)) p99-us \(percentile(0.99))")
         return 0
@@ -32,11 +32,11 @@ enum BenchDriver {
     /// `bench-contention --root DIR --readers K --writers M --duration-ms D`: K+M `loop` processes on one item.
     ///
     /// Prints reads/s, writes/s and their sum across all processes.
-    static func contention(_ arguments: WorkerArguments) throws -> Int32 {
-        let root = try arguments.string("root")
-        let duration = try arguments.int("duration-ms", default: 2000)
+    static func contention(_ options: Options) throws -> Int32 {
+        let root = try options.string("root")
+        let duration = try options.int("duration-ms", default: 2000)
         var children: [(mode: String, child: Child)] = []
-        for (mode, count) in [("read", try arguments.int("readers")), ("write", try arguments.int("writers"))] {
+        for (mode, count) in [("read", try options.int("readers")), ("write", try options.int("writers"))] {
             for _ in 0..<count {
                 children.append((mode, try Child(["loop", "--root", root, "--item", "contended", "--mode", mode, "--duration-ms", String(duration)])))
             }
@@ -45,13 +45,13 @@ enum BenchDriver {
         var totals: [String: Int] = ["read": 0, "write": 0]
         for (mode, child) in children {
             let count = child.readAll().split(separator: " ").last.flatMap { Int($0) } ?? 0
-            guard child.wait() == 0 else { throw WorkerError(description: "a loop process failed") }
+            guard child.wait() == 0 else { throw BenchError(description: "a loop process failed") }
             totals[mode, default: 0] += count
         }
         let seconds = Double(duration) / 1000
         let reads = Int(Double(totals["read"]!) / seconds)
         let writes = Int(Double(totals["write"]!) / seconds)
-        say("readers \(try arguments.int("readers")) writers \(try arguments.int("writers")) reads-per-s \(reads) writes-per-s \(writes) total-per-s \(reads + writes)")
+        say("readers \(try options.int("readers")) writers \(try options.int("writers")) reads-per-s \(reads) writes-per-s \(writes) total-per-s \(reads + writes)")
         return 0
     }
 }

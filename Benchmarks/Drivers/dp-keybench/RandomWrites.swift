@@ -2,7 +2,7 @@
 // sync() every K writes (each first touch of a chunk after a commit adds a journal record and an
 // fsync, FORMAT.md §6.7), beside a plain file with the same writes and fsync cadence.
 //
-// Usage: scripts/build-release dp-keybench && .build/release/dp-keybench random-writes [--writes N] [--rounds R] [--dir /tmp]
+// Usage: scripts/build-release --package-path Benchmarks dp-keybench && Benchmarks/.build/release/dp-keybench random-writes [--writes N] [--rounds R] [--dir /tmp]
 import DataProtection
 import Foundation
 

@@ -1,9 +1,9 @@
 // The shortest path from plaintext to a file's page cache on two cores that the format allows, with no library
 // around it: the measured ceiling for the protected write in `dp-bench throughput`.
-internal import CShims
-internal import CSodium
+internal import BaselineSodium
 import DataProtection
 import Foundation
+import Synchronization
 
 /// Two threads take pieces of `pieceChunks` chunks in turn, seal each chunk with raw libsodium AES-256-GCM into a
 /// ring of `ring` pieces (stride: nonce, ciphertext, tag, as on disk), and whichever thread finds the token free
@@ -55,40 +55,40 @@ final class SealPipeline: @unchecked Sendable {  // the ring and the flags are s
         // [0]: next piece to take; [1]: first piece not yet written; [2]: token (1 while held); [3]: a write failed;
         // [4 + p]: piece p sealed.
         // Shared by the two threads only through the atomic calls (the ring: each slot by one thread at a time).
-        nonisolated(unsafe) let words = UnsafeMutablePointer<UInt64>.allocate(capacity: pieces + 4)
-        words.initialize(repeating: 0, count: pieces + 4)
-        defer { words.deallocate() }
+        nonisolated(unsafe) let words = UnsafeMutablePointer<Atomic<UInt64>>.allocate(capacity: pieces + 4)
+        for i in 0..<(pieces + 4) { (words + i).initialize(to: Atomic(0)) }
+        defer { words.deinitialize(count: pieces + 4); words.deallocate() }
         let ring = ring
         nonisolated(unsafe) let out = out
         nonisolated(unsafe) let next = words, cursor = words + 1, token = words + 2, failed = words + 3
-        @Sendable func sealed(_ p: Int) -> Bool { p < pieces && dp_atomic_load_u64(words + 4 + p) != 0 }
+        @Sendable func sealed(_ p: Int) -> Bool { p < pieces && load(words + 4 + p) != 0 }
 
         @Sendable func drain() {
             // Reads first, and takes the token only when there is something to write: a thread waiting at a call's
             // end must not keep taking the line that the writing thread updates.
-            while sealed(Int(dp_atomic_load_u64(cursor))), dp_atomic_load_u64(token) == 0, dp_atomic_cas_u64(token, 0, 1) != 0 {
-                var c = Int(dp_atomic_load_u64(cursor))
+            while sealed(Int(load(cursor))), load(token) == 0, exchange(token, 0, 1) {
+                var c = Int(load(cursor))
                 while sealed(c) {
                     // One pwrite for the sealed pieces from c on, up to the end of the ring.
                     var end = c + 1
                     while end % ring != 0, sealed(end) { end += 1 }
                     let bytes = (end - c) * pieceDisk
                     if pwrite(fd, out.baseAddress! + (c % ring) * pieceDisk, bytes, off_t(c * pieceDisk)) != bytes {
-                        dp_atomic_store_u64(failed, 1)
+                        store(failed, 1)
                     }
                     c = end
-                    dp_atomic_store_u64(cursor, UInt64(c))
+                    store(cursor, UInt64(c))
                 }
-                dp_atomic_store_u64(token, 0)
+                store(token, 0)
                 // Look again after letting go: a piece sealed while the token was held must not be left unwritten.
-                guard sealed(Int(dp_atomic_load_u64(cursor))) else { return }
+                guard sealed(Int(load(cursor))) else { return }
             }
         }
         @Sendable func work() {
-            while case let p = Int(dp_atomic_fetch_add_u64(next, 1)), p < pieces {
-                while p - Int(dp_atomic_load_u64(cursor)) >= ring { drain(); dp_cpu_relax() }  // within the ring
+            while case let p = Int(fetchAdd(next, 1)), p < pieces {
+                while p - Int(load(cursor)) >= ring { drain(); baseline_cpu_relax() }  // within the ring
                 seal(piece: p, into: out.baseAddress! + (p % ring) * pieceDisk)
-                dp_atomic_store_u64(words + 4 + p, 1)
+                store(words + 4 + p, 1)
                 drain()
             }
         }
@@ -99,8 +99,8 @@ final class SealPipeline: @unchecked Sendable {  // the ring and the flags are s
         done.wait()
         drain()
         let t1 = now()
-        guard dp_atomic_load_u64(failed) == 0, Int(dp_atomic_load_u64(cursor)) == pieces else {
-            throw ProtectionError(.io(EIO), "the pipeline wrote \(dp_atomic_load_u64(cursor)) of \(pieces) pieces to '\(path)'")
+        guard load(failed) == 0, Int(load(cursor)) == pieces else {
+            throw ProtectionError(.io(EIO), "the pipeline wrote \(load(cursor)) of \(pieces) pieces to '\(path)'")
         }
         fsync(fd)  // written back outside the timing, as for the protected write
         return Double(pieces * pieceChunks * chunk) / (t1 - t0) / 1e9
@@ -114,4 +114,17 @@ final class SealPipeline: @unchecked Sendable {  // the ring and the flags are s
             _ = crypto_aead_aes256gcm_encrypt_detached_afternm(o + 12, o + 12 + chunk, nil, m, UInt64(chunk), zeros, 25, nil, zeros, state)
         }
     }
+}
+
+// The shared words, sequentially consistent (as the C __atomic calls this pipeline was first measured with).
+private func load(_ word: UnsafeMutablePointer<Atomic<UInt64>>) -> UInt64 { word.pointee.load(ordering: .sequentiallyConsistent) }
+private func store(_ word: UnsafeMutablePointer<Atomic<UInt64>>, _ value: UInt64) {
+    word.pointee.store(value, ordering: .sequentiallyConsistent)
+}
+private func fetchAdd(_ word: UnsafeMutablePointer<Atomic<UInt64>>, _ value: UInt64) -> UInt64 {
+    word.pointee.wrappingAdd(value, ordering: .sequentiallyConsistent).oldValue
+}
+/// Whether `word` held `expected` and now holds `desired`.
+private func exchange(_ word: UnsafeMutablePointer<Atomic<UInt64>>, _ expected: UInt64, _ desired: UInt64) -> Bool {
+    word.pointee.compareExchange(expected: expected, desired: desired, ordering: .sequentiallyConsistent).exchanged
 }

@@ -1,7 +1,7 @@
 // dp-keybench: the figures of BENCHMARKS.md "Keys, unlock and rotation", measured side by side in one run.
 //
-// Usage: scripts/build-release dp-keybench && .build/release/dp-keybench [--files N] [--runs R]
-//        scripts/build-release dp-keybench && .build/release/dp-keybench random-writes [--writes N] [--rounds R] [--dir D]  (RandomWrites.swift)
+// Usage: scripts/build-release --package-path Benchmarks dp-keybench && Benchmarks/.build/release/dp-keybench [--files N] [--runs R]
+//        scripts/build-release --package-path Benchmarks dp-keybench && Benchmarks/.build/release/dp-keybench random-writes [--writes N] [--rounds R] [--dir D]  (RandomWrites.swift)
 // Runs in its own session keyring (keys under @s) and a throwaway directory under /tmp.
 import DataProtection
 import Foundation

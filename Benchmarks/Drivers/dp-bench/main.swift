@@ -17,7 +17,7 @@ import Foundation
 func now() -> Double { var t = timespec(); clock_gettime(CLOCK_MONOTONIC, &t); return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
 func median(_ x: [Double]) -> Double { let s = x.sorted(); return s[s.count / 2] }
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: dp-bench throughput|small-files|appends|random-reads|seal-cost|fileops [options] (see the header of Sources/dp-bench/main.swift)\n".utf8))
+    FileHandle.standardError.write(Data("usage: dp-bench throughput|small-files|appends|random-reads|seal-cost|fileops [options] (see the header of Benchmarks/Drivers/dp-bench/main.swift)\n".utf8))
     exit(64)
 }
 
