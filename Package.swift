@@ -2,11 +2,12 @@
 // swift-data-protection: Apple-style Data Protection for files on Linux.
 //
 // Layers (dependencies point down only):
-//   dpctl → DataProtection → { KernelKeyring, FileCoordination, ProtectionCrypto } → C shims
-// A plain `swift build` builds these and, of the rigs, only the guarantee matrix's (below). The other test rigs
-// (Tests/Support), the examples (Examples) and the benchmarks (Benchmarks) are packages of their own on this one by
-// path; the first two are dependencies of the test targets only, which SwiftPM does not resolve for packages that
-// depend on this one (Fuzz, Benchmarks, an app). SwiftPM builds every target of this package in a plain build.
+//   dpctl → DataProtection → { KernelKeyring, FileCoordination, ProtectionCrypto } → SystemLayer → C shims
+// A plain `swift build` builds these and, of the rigs, only the four that reach package-level test hooks (below).
+// The other test rigs (Tests/Support), the examples (Examples) and the benchmarks (Benchmarks) are packages of their
+// own on this one by path; the first two are dependencies of the test targets only, which SwiftPM does not resolve for
+// packages that depend on this one (Fuzz, Benchmarks, an app). SwiftPM builds every target of this package in a
+// plain build.
 import PackageDescription
 
 /// A product of the test rigs' package (Tests/Support): TestSupport, whose dependents get every rig built with them.
