@@ -46,9 +46,9 @@ let package = Package(
             providers: [.apt(["libkeyutils-dev"])]),
         .target(name: "CShims"),
         // The one lock type (pthread mutex; ThreadSanitizer sees it, unlike Synchronization.Mutex on Linux).
-        .target(name: "Locking"),
+        .target(name: "Locking", exclude: ["README.md"]),
         // Paths taken apart and compared at the byte "/", as the kernel does (not by Character).
-        .target(name: "PathSyntax"),
+        .target(name: "PathSyntax", exclude: ["README.md"]),
         // The system layer: the only module that makes file system calls and imports CShims (typed, on swift-system).
         .target(
             name: "SystemLayer",
@@ -56,7 +56,7 @@ let package = Package(
             exclude: ["README.md"]),
 
         // The only importer of libsodium.
-        .target(name: "ProtectionCrypto", dependencies: ["CSodium", "Locking"]),
+        .target(name: "ProtectionCrypto", dependencies: ["CSodium", "Locking"], exclude: ["README.md"]),
         // Typed Swift over libkeyutils.
         .target(
             name: "KernelKeyring",
