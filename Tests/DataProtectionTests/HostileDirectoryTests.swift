@@ -373,4 +373,13 @@ final class RacingIO: ForwardingIO, @unchecked Sendable {
         }
         return try SystemFileIO().open(path, flags: flags, mode: mode)
     }
+
+    func openAt(_ directory: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+        let path = directoryPath(directory) + "/" + name
+        if racedPath == nil, flags & O_EXCL != 0, matches.contains(where: { $0(path) }) {
+            racedPath = path
+            try? test?.plant(plant, at: path, world)
+        }
+        return try SystemFileIO().openAt(directory, name, flags: flags, mode: mode)
+    }
 }
