@@ -1,6 +1,6 @@
 import SystemLayer
 import Foundation
-// @testable: drives the internal TempSweeper and temporary names, with faults through the FileIO seam (the system-layer branch reworks it).
+// @testable: drives internal names (InternalName) and ProtectedFiles.create for dead writers, with faults through the FileIO seam.
 @testable import DataProtection
 import ProtectionCrypto
 import Locking
