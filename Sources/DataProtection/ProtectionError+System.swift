@@ -1,5 +1,9 @@
 import SystemLayer
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 // The system layer reports errno (`SystemError`) and what it found at a name (`OwnedFileFailure`); the library
 // reports `ProtectionError`, naming the protected file and the fix. The mapping is here.
 
@@ -26,5 +30,13 @@ extension FileIO {
     /// `ProtectionError.errno`, unless the seam names what it refused (a confined seam: the confinement and the fix).
     func failure(_ error: SystemError, _ action: String, _ path: String) -> ProtectionError {
         (refusal(error, action, path) as? ProtectionError) ?? .errno(error.errno, action, path)
+    }
+}
+
+extension ProtectionError {
+    /// The error for `action` on `path` when the atomic replace could not begin (`AtomicReplace.init`).
+    static func replace(_ error: SystemError, _ action: String, _ path: String, io: any FileIO) -> ProtectionError {
+        guard error.errno == EBUSY else { return io.failure(error, action, path) }
+        return ProtectionError(.io(EBUSY), "unable to \(action) '\(path)': no temporary name beside it could be claimed (other writers keep taking them); try again", path: path)
     }
 }

@@ -4,25 +4,6 @@ internal import CShims
 import Glibc
 #endif
 
-extension FileIO {
-    /// Copies the `user.*` extended attributes of `source` to `destination` by path, without following symbolic links.
-    ///
-    /// A missing `source` (a new file), a `source` that is a symbolic link, or
-    /// a filesystem without extended attributes copies nothing; any other
-    /// failure throws, so an atomic replace never silently drops a flag such
-    /// as exclude-from-backup.
-    public func copyUserAttributes(from source: String, to destination: String) throws(SystemError) {
-        let src = Glibc.open(source, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        if src < 0 && (errno == ENOENT || errno == ELOOP) { return }  // a new file, or a link the replace overwrites
-        guard src >= 0 else { throw SystemError(errno) }
-        defer { Glibc.close(src) }
-        let dst = Glibc.open(destination, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard dst >= 0 else { throw SystemError(errno) }
-        defer { Glibc.close(dst) }
-        try ExtendedAttributes.copyUserAttributes(from: src, to: dst)
-    }
-}
-
 /// Buffer handling for the `*xattr` calls, whichever form (path, link, descriptor) they take.
 package enum ExtendedAttributes {
     /// Copies the `user.*` attributes of the open file `src` to the open file `dst` (nothing where unsupported).

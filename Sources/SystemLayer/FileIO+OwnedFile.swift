@@ -68,8 +68,18 @@ extension FileIO {
     /// - Returns: the descriptor (`O_NONBLOCK` stays set: it changes nothing for a regular file).
     /// - Throws: `.foreign` naming what is there instead; `.system` for other failures (`ENOENT` when absent).
     package func openOwned(_ path: String, flags: Int32, owner: FileOwner = .us) throws(OwnedFileFailure) -> Int32 {
+        try owned(owner) { (extra) throws(SystemError) in try open(path, flags: flags | extra, mode: 0) }
+    }
+
+    /// `openOwned` of `name` (one path component) in the open directory `directory`: what sweeps of a directory use.
+    package func openOwned(at directory: Int32, _ name: String, flags: Int32, owner: FileOwner = .us) throws(OwnedFileFailure) -> Int32 {
+        try owned(owner) { (extra) throws(SystemError) in try openAt(directory, name, flags: flags | extra, mode: 0) }
+    }
+
+    /// Runs `open` with the owned-file flags, maps what it refused, and checks the file it opened.
+    private func owned(_ owner: FileOwner, _ open: (Int32) throws(SystemError) -> Int32) throws(OwnedFileFailure) -> Int32 {
         let fd: Int32
-        do throws(SystemError) { fd = try open(path, flags: flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, mode: 0) } catch {
+        do throws(SystemError) { fd = try open(O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) } catch {
             switch error.errno {
             case ELOOP: throw .foreign("a symbolic link")
             case EISDIR: throw .foreign("a directory")

@@ -35,10 +35,17 @@ public protocol FileIO: Sendable {
     func rename(_ from: String, to: String) throws(SystemError)
     /// `unlink(2)`.
     func unlink(_ path: String) throws(SystemError)
-    /// Copies the `user.*` extended attributes of `source` (when it exists) to `destination`,
-    /// so an atomic replace keeps them (e.g. the container's exclude-from-backup flag).
-    /// The default implementation is in FileIO+Attributes.swift.
-    func copyUserAttributes(from source: String, to destination: String) throws(SystemError)
+    /// `openat(2)` of `name` (one path component) in the open directory `directory`; `SystemFileIO`'s is in FileIO+At.swift.
+    func openAt(_ directory: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32
+    /// `renameat(2)` of `from` to `to`, both names in the open directory `directory`.
+    func renameAt(_ directory: Int32, _ from: String, to: String) throws(SystemError)
+    /// `unlinkat(2)` of the file `name` in the open directory `directory`.
+    func unlinkAt(_ directory: Int32, _ name: String) throws(SystemError)
+    /// `fstatat(2)` without following a link: the device and inode `name` in `directory` names.
+    func identityAt(_ directory: Int32, _ name: String) throws(SystemError) -> (device: UInt64, inode: UInt64)
+    /// Copies the `user.*` extended attributes of the file `name` in `directory` (when it exists) to the open
+    /// file `destination`, so an atomic replace keeps them (e.g. the container's exclude-from-backup flag).
+    func copyUserAttributes(at directory: Int32, from name: String, to destination: Int32) throws(SystemError)
     /// Takes an exclusive OFD lock on the whole file without waiting (`fcntl(F_OFD_SETLK, F_WRLCK)`);
     /// false when another open file description holds a conflicting lock.
     /// The default implementation is in FileIO+Locks.swift.

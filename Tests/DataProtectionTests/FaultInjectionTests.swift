@@ -55,6 +55,20 @@ final class FaultyIO: FileIO {
     func size(_ fd: Int32) throws(SystemError) -> Int64 { if hit() { throw SystemError(errnoValue) }; return try real.size(fd) }
     func rename(_ a: String, to b: String) throws(SystemError) { if hit() { throw SystemError(errnoValue) }; try real.rename(a, to: b) }
     func unlink(_ p: String) throws(SystemError) { if hit() { throw SystemError(errnoValue) }; try real.unlink(p) }
+    func openAt(_ d: Int32, _ n: String, flags: Int32, mode m: mode_t) throws(SystemError) -> Int32 {
+        if hit() { throw SystemError(errnoValue) }
+        return try real.openAt(d, n, flags: flags, mode: m)
+    }
+    func renameAt(_ d: Int32, _ a: String, to b: String) throws(SystemError) { if hit() { throw SystemError(errnoValue) }; try real.renameAt(d, a, to: b) }
+    func unlinkAt(_ d: Int32, _ n: String) throws(SystemError) { if hit() { throw SystemError(errnoValue) }; try real.unlinkAt(d, n) }
+    func identityAt(_ d: Int32, _ n: String) throws(SystemError) -> (device: UInt64, inode: UInt64) {
+        if hit() { throw SystemError(errnoValue) }
+        return try real.identityAt(d, n)
+    }
+    func copyUserAttributes(at d: Int32, from n: String, to fd: Int32) throws(SystemError) {
+        if hit() { throw SystemError(errnoValue) }
+        try real.copyUserAttributes(at: d, from: n, to: fd)
+    }
 }
 
 final class FaultInjectionTests: XCTestCase {

@@ -13,7 +13,7 @@ import XCTest
 /// files the operation is about changed (every victim's bytes, every planted thing, and the listing of every
 /// directory involved), and that the operation ended in a correct result or a `ProtectionError` (dpctl: a
 /// documented exit status and a `dpctl: error:` line). Random temporary names (a replace's `.x.dp-<hex>.tmp`, the
-/// keybag's and the device secret's `.<name>.<hex>.tmp`) are planted twice: at a name of that form beforehand (what
+/// keybag's and the device secret's older `.<name>.<hex>.tmp`, which sweeps still meet) are planted twice: at a name of that form beforehand (what
 /// sweeps meet), and, through the `FileIO` seam, at the very name the library is about to create (an attacker who
 /// guessed or raced it).
 final class HostileDirectoryTests: DomainTestCase {
@@ -372,5 +372,14 @@ final class RacingIO: ForwardingIO, @unchecked Sendable {
             try? test?.plant(plant, at: path, world)
         }
         return try SystemFileIO().open(path, flags: flags, mode: mode)
+    }
+
+    func openAt(_ directory: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+        let path = directoryPath(directory) + "/" + name
+        if racedPath == nil, flags & O_EXCL != 0, matches.contains(where: { $0(path) }) {
+            racedPath = path
+            try? test?.plant(plant, at: path, world)
+        }
+        return try SystemFileIO().openAt(directory, name, flags: flags, mode: mode)
     }
 }

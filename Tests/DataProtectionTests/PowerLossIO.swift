@@ -184,12 +184,35 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
         }
     }
 
-    func copyUserAttributes(from source: String, to destination: String) throws(SystemError) {
+    // The `*at` calls: the same model, by the path of the directory the descriptor was opened as (through `open`).
+
+    func openAt(_ directory: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+        try open(try path(directory, name), flags: flags, mode: mode)
+    }
+
+    func renameAt(_ directory: Int32, _ from: String, to: String) throws(SystemError) {
+        try rename(try path(directory, from), to: try path(directory, to))
+    }
+
+    func unlinkAt(_ directory: Int32, _ name: String) throws(SystemError) { try unlink(try path(directory, name)) }
+
+    func identityAt(_ directory: Int32, _ name: String) throws(SystemError) -> (device: UInt64, inode: UInt64) {
+        try model.withLock { (m) throws(SystemError) in try live(m) }
+        return try real.identityAt(directory, name)
+    }
+
+    func copyUserAttributes(at directory: Int32, from name: String, to fd: Int32) throws(SystemError) {
         try model.withLock { (m) throws(SystemError) in
             try live(m)
-            try real.copyUserAttributes(from: source, to: destination)
+            try real.copyUserAttributes(at: directory, from: name, to: fd)
             tick(&m)
         }
+    }
+
+    /// `name` in the directory open as `fd`, which the library opened through this seam.
+    private func path(_ fd: Int32, _ name: String) throws(SystemError) -> String {
+        guard let dir = model.withLock({ m in m.directoryFDs[fd].flatMap { m.directories[$0]?.path } }) else { throw SystemError(EBADF) }
+        return "\(dir)/\(name)"
     }
 
     // MARK: The cut

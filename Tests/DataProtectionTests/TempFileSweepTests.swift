@@ -1,6 +1,6 @@
 import SystemLayer
 import Foundation
-// @testable: drives the internal TempSweeper and temporary names, with faults through the FileIO seam (the system-layer branch reworks it).
+// @testable: drives internal names (InternalName) and ProtectedFiles.create for dead writers, with faults through the FileIO seam.
 @testable import DataProtection
 import ProtectionCrypto
 import Locking
@@ -211,6 +211,15 @@ final class SweepingFirstIO: FileIO {
         if flags & O_EXCL != 0 { paths.withLock { $0[fd] = path } }
         return fd
     }
+    func openAt(_ dir: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+        let fd = try base.openAt(dir, name, flags: flags, mode: mode)
+        if flags & O_EXCL != 0 { paths.withLock { $0[fd] = directoryPath(dir) + "/" + name } }
+        return fd
+    }
+    func renameAt(_ dir: Int32, _ from: String, to: String) throws(SystemError) { try base.renameAt(dir, from, to: to) }
+    func unlinkAt(_ dir: Int32, _ name: String) throws(SystemError) { try base.unlinkAt(dir, name) }
+    func identityAt(_ dir: Int32, _ name: String) throws(SystemError) -> (device: UInt64, inode: UInt64) { try base.identityAt(dir, name) }
+    func copyUserAttributes(at dir: Int32, from name: String, to fd: Int32) throws(SystemError) { try base.copyUserAttributes(at: dir, from: name, to: fd) }
     func close(_ fd: Int32) {
         paths.withLock { _ = $0.removeValue(forKey: fd) }
         base.close(fd)
@@ -218,7 +227,7 @@ final class SweepingFirstIO: FileIO {
     func tryLockExclusive(_ fd: Int32) throws(SystemError) -> Bool {
         if let p = paths.withLock({ $0[fd] }), swept.withLock({ $0.isEmpty }) {
             swept.withLock { $0.append(p) }
-            XCTAssertEqual(try TempSweeper(io: base).sweep(p), .removed)
+            XCTAssertEqual(try AtomicReplace.sweep(p, io: base), .removed)
         }
         return try base.tryLockExclusive(fd)
     }
@@ -229,7 +238,6 @@ final class SweepingFirstIO: FileIO {
     func size(_ fd: Int32) throws(SystemError) -> Int64 { try base.size(fd) }
     func rename(_ from: String, to: String) throws(SystemError) { try base.rename(from, to: to) }
     func unlink(_ path: String) throws(SystemError) { try base.unlink(path) }
-    func copyUserAttributes(from source: String, to destination: String) throws(SystemError) { try base.copyUserAttributes(from: source, to: destination) }
     func unlock(_ fd: Int32) { base.unlock(fd) }
     func identity(_ fd: Int32) throws(SystemError) -> (device: UInt64, inode: UInt64) { try base.identity(fd) }
 }

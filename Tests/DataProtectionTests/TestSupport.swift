@@ -65,4 +65,14 @@ extension ForwardingIO {
     func size(_ fd: Int32) throws(SystemError) -> Int64 { try real.size(fd) }
     func rename(_ a: String, to b: String) throws(SystemError) { try real.rename(a, to: b) }
     func unlink(_ p: String) throws(SystemError) { try real.unlink(p) }
+    func openAt(_ d: Int32, _ n: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 { try real.openAt(d, n, flags: flags, mode: mode) }
+    func renameAt(_ d: Int32, _ a: String, to b: String) throws(SystemError) { try real.renameAt(d, a, to: b) }
+    func unlinkAt(_ d: Int32, _ n: String) throws(SystemError) { try real.unlinkAt(d, n) }
+    func identityAt(_ d: Int32, _ n: String) throws(SystemError) -> (device: UInt64, inode: UInt64) { try real.identityAt(d, n) }
+    func copyUserAttributes(at d: Int32, from n: String, to fd: Int32) throws(SystemError) { try real.copyUserAttributes(at: d, from: n, to: fd) }
+}
+
+/// The path of the open directory `fd` (from /proc), for test seams that watch names: `directoryPath(fd) + "/" + name`.
+func directoryPath(_ fd: Int32) -> String {
+    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? "?"
 }

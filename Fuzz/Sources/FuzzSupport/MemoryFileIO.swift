@@ -29,6 +29,11 @@ public final class MemoryFileIO: FileIO {
     public func size(_ fd: Int32) throws(SystemError) -> Int64 { Int64(bytes.withLock { $0.count }) }
     public func rename(_ from: String, to: String) throws(SystemError) { throw SystemError(EROFS) }
     public func unlink(_ path: String) throws(SystemError) { throw SystemError(EROFS) }
+    public func openAt(_ directory: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 { throw SystemError(EROFS) }
+    public func renameAt(_ directory: Int32, _ from: String, to: String) throws(SystemError) { throw SystemError(EROFS) }
+    public func unlinkAt(_ directory: Int32, _ name: String) throws(SystemError) { throw SystemError(EROFS) }
+    public func identityAt(_ directory: Int32, _ name: String) throws(SystemError) -> (device: UInt64, inode: UInt64) { throw SystemError(ENOENT) }
+    public func copyUserAttributes(at directory: Int32, from name: String, to destination: Int32) throws(SystemError) { throw SystemError(EROFS) }
 }
 
 /// Fixed class keys for every class (generation 1): seeds are written with them, so the

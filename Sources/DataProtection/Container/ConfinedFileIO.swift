@@ -47,15 +47,27 @@ struct ConfinedFileIO: FileIO {
     /// Names what the confinement refused (a path outside the root, a link out, a hard link) and the fix.
     func refusal(_ error: SystemError, _ action: String, _ path: String) -> (any Error)? { confinement.failure(error.errno, action, path) }
 
-    /// Copies `user.*` attributes between two files opened beneath the root (a missing source copies nothing).
-    func copyUserAttributes(from source: String, to destination: String) throws(SystemError) {
+    // The `*at` calls take a directory this seam opened beneath the root and one name without "/", with
+    // `O_NOFOLLOW` (the atomic replace's): nothing in them can leave the root, so they go to `base` unchanged.
+
+    func openAt(_ directory: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+        try base.openAt(directory, name, flags: flags, mode: mode)
+    }
+
+    func renameAt(_ directory: Int32, _ from: String, to: String) throws(SystemError) { try base.renameAt(directory, from, to: to) }
+
+    func unlinkAt(_ directory: Int32, _ name: String) throws(SystemError) { try base.unlinkAt(directory, name) }
+
+    func identityAt(_ directory: Int32, _ name: String) throws(SystemError) -> (device: UInt64, inode: UInt64) { try base.identityAt(directory, name) }
+
+    /// Copies the `user.*` attributes of `name` (opened beneath `directory`, refused if it has a second hard link:
+    /// it may be a file outside) to `destination`; a missing file or a symbolic link copies nothing.
+    func copyUserAttributes(at directory: Int32, from name: String, to destination: Int32) throws(SystemError) {
         let src: Int32
-        do throws(SystemError) { src = try confinement.open(source, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch where error.errno == ENOENT || error.errno == ELOOP {
+        do throws(SystemError) { src = try Confinement.open(name, beneath: directory, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch where error.errno == ENOENT || error.errno == ELOOP {
             return  // a new file, or a symbolic link the replace will overwrite: nothing to keep
         }
         defer { Glibc.close(src) }
-        let dst = try confinement.open(destination, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
-        defer { Glibc.close(dst) }
-        try ExtendedAttributes.copyUserAttributes(from: src, to: dst)
+        try ExtendedAttributes.copyUserAttributes(from: src, to: destination)
     }
 }

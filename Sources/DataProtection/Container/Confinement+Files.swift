@@ -1,10 +1,8 @@
 import SystemLayer
-import ProtectionCrypto
 
 #if canImport(Glibc)
 import Glibc
 #endif
-internal import PathSyntax
 
 /// Plain (unprotected) files and whole trees beneath the root: the container's own metadata, tags and purges.
 extension Confinement {
@@ -22,30 +20,18 @@ extension Confinement {
         }
     }
 
-    /// Replaces the plain file at `path` atomically: temporary file, fsync, rename, directory fsync.
+    /// Replaces the plain file at `path` atomically, through the one atomic replace (AtomicReplace.swift) on the
+    /// confined seam: its directory is opened beneath the root, and every other call is relative to it.
     func writeFileAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) throws(SystemError) {
-        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
-        let dir = parentDirectory(of: path)
-        let tmp = (dir == "." ? "" : dir + "/") + ".\(lastComponent(of: path)).dp-\(suffix).tmp"
-        let fd = try open(tmp, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        let replace = try AtomicReplace(replacing: path, mode: mode, flags: O_WRONLY, io: ConfinedFileIO(confinement: self, base: io))
+        defer { io.close(replace.fd) }
         do throws(SystemError) {
-            try bytes.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
-            try io.fsync(fd)
-            io.close(fd)
-            try rename(tmp, to: path, replacing: true)
-            try syncDirectory(dir)
+            try bytes.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(replace.fd, from: b, at: 0) }
+            try replace.commit(syncingFile: true, syncingDirectory: true, keepingAttributes: false)
         } catch {
-            io.close(fd)
-            try? remove(tmp)
+            replace.discard()
             throw error
         }
-    }
-
-    /// fsyncs the directory `path`, so a create or rename in it is durable.
-    func syncDirectory(_ path: String) throws(SystemError) {
-        let fd = try open(path, flags: O_RDONLY | O_DIRECTORY)
-        defer { io.close(fd) }
-        try io.fsync(fd)
     }
 
     /// Removes `path` and, if it is a directory, everything inside it, never following a symbolic link.

@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -7,20 +6,15 @@ import Glibc
 #endif
 internal import PathSyntax
 
-/// Small files written atomically and durably: temporary file, fsync, rename, directory fsync.
+/// Small files written atomically and durably, through the one atomic replace (AtomicReplace.swift).
 ///
 /// Readers see the old contents or the new, never a mix; after a crash one of
 /// the two is on disk. Used for the keybag, the device secret and the rotation journal.
 enum DurableFile {
     /// Atomically replaces `path` with `bytes`, created with `mode`.
     ///
-    /// The temporary file holds an exclusive OFD lock from just after it is
-    /// created until it has been renamed, so `sweep` (run at the next open)
-    /// removes only temporaries whose writer died; a crash leaves one behind.
-    ///
-    /// Security: the temporary file is made with `createOwned` (`O_EXCL`): whatever is at a
-    /// name already (a planted link, FIFO, directory) is neither followed nor removed; the
-    /// writer moves on to another random name. It unlinks only a file it created and still holds.
+    /// The temporary file holds an exclusive OFD lock until it has been renamed, so `sweep` (run at the next
+    /// open) removes only temporaries whose writer died; a crash leaves one behind.
     /// - Throws: `.io` naming the file; the temporary file is removed and `path` is untouched.
     static func write(_ bytes: UnsafeRawBufferPointer, to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) {
         io.close(try writeHoldingLock(bytes, to: path, mode: mode, io: io))
@@ -31,73 +25,38 @@ enum DurableFile {
     /// The lock is taken before the file has a name anyone else looks at, so another process that
     /// finds `path` and gets its lock knows that the writer is gone (see `DeviceSecretRotation`).
     static func writeHoldingLock(_ bytes: UnsafeRawBufferPointer, to path: String, mode: mode_t, io: any FileIO) throws(ProtectionError) -> Int32 {
-        var attempt = 0
-        while true {
-            let tmp = temporaryPath(for: path)
-            var fd: Int32 = -1
-            do throws(OwnedFileFailure) { fd = try io.createOwned(tmp, flags: O_WRONLY, mode: mode) } catch {
-                attempt += 1
-                if case .system(let e) = error, e.errno == EEXIST, attempt < 3 { continue }  // not ours: another name
-                throw error.error("write", path, at: tmp)
-            }
-            var owned = false  // we hold the lock of the file the name names: only then may we unlink it
-            do throws(SystemError) {
-                // A sweeper that took the lock first removed the file: start again under a new name.
-                guard try lockOwned(fd, at: tmp, wait: true) else {
-                    io.close(fd)
-                    fd = -1
-                    attempt += 1
-                    if attempt < 3 { continue }
-                    throw SystemError(EAGAIN)
-                }
-                owned = true
-                try io.writeFully(fd, from: bytes, at: 0)
-                try io.fsync(fd)
-                try io.rename(tmp, to: path)  // still locked, so no sweeper removes it first
-                owned = false  // the name is the real file's now
-                try io.syncDirectory(of: path)
-                return fd
-            } catch {
-                if owned { try? io.unlink(tmp) }
-                if fd >= 0 { io.close(fd) }
-                throw ProtectionError.errno(error.errno, "write", path)
-            }
+        let replace: AtomicReplace
+        do throws(SystemError) { replace = try AtomicReplace(replacing: path, mode: mode, flags: O_WRONLY, io: io) } catch {
+            throw .replace(error, "write", path, io: io)
+        }
+        do throws(SystemError) {
+            try io.writeFully(replace.fd, from: bytes, at: 0)
+            try replace.commit(syncingFile: true, syncingDirectory: true, keepingAttributes: false)
+            return replace.fd
+        } catch {
+            replace.discard()
+            io.close(replace.fd)
+            throw ProtectionError.errno(error.errno, "write", path)
         }
     }
 
-    /// A fresh temporary name for a durable write of `path`: `.<name>.<hex>.tmp` beside it.
-    static func temporaryPath(for path: String) -> String {
-        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
-        return "\(parentDirectory(of: path))/.\(lastComponent(of: path)).\(suffix).tmp"
-    }
-
-    /// Removes the temporaries `write` left in `directory` for files named `name` when their writer died
+    /// Removes the temporaries a write left in `directory` for files named `name` when their writer died
     /// (a crash or power loss between creating and renaming one); those still being written are kept.
     ///
+    /// Matches the one rule's names and those of versions before it (`.<name>.<hex>.tmp`), which users may still
+    /// have on disk: every `.<name>.….tmp`. The directory is the domain's own, so only files of ours are removed.
     /// Best effort: what cannot be removed now is left for the next open.
     static func sweep(_ directory: String, name: String, io: any FileIO) {
-        guard let dir = opendir(directory) else { return }
-        var litter: [String] = []
-        while let e = readdir(dir) {
-            let n = entryName(e)
-            if n.hasPrefix(".\(name).") && n.hasSuffix(".tmp") { litter.append("\(directory)/\(n)") }
-        }
-        closedir(dir)
-        for tmp in litter {
-            // Only a regular file of ours with one link is litter: anything else at such a name is left alone.
-            guard let fd = try? io.openOwned(tmp, flags: O_WRONLY, owner: .us) else { continue }
-            defer { io.close(fd) }
-            if (try? lockOwned(fd, at: tmp, wait: false)) == true { try? io.unlink(tmp) }
-        }
+        AtomicReplace.sweep(directory: directory, owner: .us, io: io) { $0.hasPrefix(".\(name).") && $0.hasSuffix(".tmp") }
     }
 
     /// Takes the exclusive OFD lock of `fd` (waiting, or not) and checks that `path` still names it.
     /// - Returns: false when another holds the lock (no wait) or `path` now names another file or none.
     static func lockOwned(_ fd: Int32, at path: String, wait: Bool) throws(SystemError) -> Bool {
-        while dp_fcntl_lock(fd, wait ? dp_F_OFD_SETLKW : dp_F_OFD_SETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 0, nil) != 0 {
-            if errno == EINTR { continue }
-            if errno == EAGAIN || errno == EACCES { return false }
-            throw SystemError(errno)
+        switch wait ? OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) : OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 0) {
+        case .done: break
+        case .wouldBlock: return false
+        case .failed(let code): throw SystemError(code)
         }
         var mine = stat(), named = stat()
         guard fstat(fd, &mine) == 0 else { throw SystemError(errno) }

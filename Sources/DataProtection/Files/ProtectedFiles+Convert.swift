@@ -32,28 +32,18 @@ extension ProtectedFiles {
         try coordinated(path, writing: true) { () throws(ProtectionError) in try unprotectNow(path) }
     }
 
+    /// Decrypts into the one atomic replace's temporary file (AtomicReplace.swift) and commits it.
     private func unprotectNow(_ path: String) throws(ProtectionError) {
-        let (fd, tmp) = try claimTemporary(
-            for: path,
-            create: { (tmp) throws(ProtectionError) in
-                do throws(OwnedFileFailure) { return try io.createOwned(tmp, flags: O_RDWR, mode: 0o600) } catch { throw error.error("unprotect", path, at: tmp) }
-            },
-            descriptor: { $0 }, abandon: { io.close($0) })
-        var renamed = false
+        let replace: AtomicReplace
+        do throws(SystemError) { replace = try AtomicReplace(replacing: path, mode: 0o600, io: io) } catch { throw .replace(error, "unprotect", path, io: io) }
+        defer { io.close(replace.fd) }  // the temporary file's lock goes with it, once its name is gone
         do throws(ProtectionError) {
-            try read(path, into: fd, via: .filesUnprotect)
-            do throws(SystemError) {
-                try io.fsync(fd)
-                try io.rename(tmp, to: path)
-                renamed = true
-                io.close(fd)  // the temporary file's lock goes with it, once its name is gone
-                try io.syncDirectory(of: path)
-            } catch { throw ProtectionError.errno(error.errno, "unprotect", path) }
-        } catch {
-            if !renamed {
-                try? io.unlink(tmp)
-                io.close(fd)
+            try read(path, into: replace.fd, via: .filesUnprotect)
+            do throws(SystemError) { try replace.commit(syncingFile: true, syncingDirectory: true, keepingAttributes: false) } catch {
+                throw ProtectionError.errno(error.errno, "unprotect", path)
             }
+        } catch {
+            replace.discard()
             throw error.about(path, "unprotect")
         }
     }

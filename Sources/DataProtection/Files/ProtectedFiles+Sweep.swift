@@ -60,7 +60,7 @@ public struct RecoveryReport: Sendable {
         }
     }
 
-    mutating func add(_ path: String, _ sweep: TempSweep) {
+    mutating func add(_ path: String, _ sweep: TemporarySweep) {
         switch sweep {
         case .absent: return
         case .removed: entries.append(Entry(path: path, action: .temporaryFileRemoved))
@@ -72,7 +72,7 @@ public struct RecoveryReport: Sendable {
 extension ProtectedFiles {
     /// The temporary name a whole-file write of `path` uses first: `.<name>.dp.tmp` beside it (FORMAT.md §6.6).
     public static func temporaryPath(for path: String) -> String {
-        "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp.tmp"
+        "\(parentDirectory(of: path))/\(AtomicReplace.temporaryName(for: lastComponent(of: path)))"
     }
 
     /// Whether `name` (a last path component) is a journal or a whole-file writer's temporary file,
@@ -139,7 +139,7 @@ extension ProtectedFiles {
             }
             return
         }
-        do throws(OwnedFileFailure) { report.add(file, try TempSweeper(io: io).sweep(file)) } catch {
+        do throws(OwnedFileFailure) { report.add(file, try AtomicReplace.sweep(file, io: io)) } catch {
             report.failures.append(error.error("remove the temporary file", file, at: file, fix: "it is not a temporary file of ours, so it was left alone; remove it yourself (`rm -r '\(file)'`)"))
         }
     }
@@ -147,61 +147,9 @@ extension ProtectedFiles {
     /// Removes the deterministic temporary file of `path` if its writer died: one failed `open` when there is none.
     func sweepTemporary(of path: String) throws(ProtectionError) {
         let tmp = Self.temporaryPath(for: path)
-        do throws(OwnedFileFailure) { _ = try TempSweeper(io: io).sweep(tmp) } catch {
+        do throws(OwnedFileFailure) { _ = try AtomicReplace.sweep(tmp, io: io) } catch {
             throw error.error("remove the temporary file", tmp, at: tmp, fix: "it is not a temporary file of ours, so it was left alone; remove it yourself (`rm -r '\(tmp)'`)")
         }
-    }
-
-    /// A new name for a replace's temporary file when the deterministic one is taken: `.<name>.dp-<hex>.tmp`.
-    static func randomTemporaryPath(for path: String) -> String {
-        let suffix = (try? SecureRandom.bytes(6))?.map { String($0, radix: 16) }.joined() ?? String(getpid())
-        return "\(parentDirectory(of: path))/.\(lastComponent(of: path)).dp-\(suffix).tmp"
-    }
-
-    /// Creates the temporary file of a replace of `path` under a name it owns, and locks it (FORMAT.md §6.6).
-    ///
-    /// First `.<name>.dp.tmp`; if it exists and its writer is dead (its lock can be
-    /// taken) it is removed and the name reused, so a crashed writer's litter goes
-    /// with the next write. If a live writer holds it, a random
-    /// `.<name>.dp-<hex>.tmp` is used instead. The lock is taken on the new file's
-    /// own descriptor, so it lasts until the caller closes that, after its rename.
-    /// - Parameters:
-    ///   - create: makes a new file at the name with `O_EXCL` (`.alreadyExists` if taken).
-    ///   - descriptor: the new file's descriptor.
-    ///   - abandon: closes a new file that turned out not to be ours, without unlinking it.
-    func claimTemporary<T>(
-        for path: String, create: (String) throws(ProtectionError) -> T, descriptor: (T) -> Int32, abandon: (T) -> Void
-    ) throws(ProtectionError) -> (T, String) {
-        let fixed = Self.temporaryPath(for: path)
-        var swept = false
-        for attempt in 0..<5 {
-            let tmp = attempt == 0 || (attempt == 1 && swept) ? fixed : Self.randomTemporaryPath(for: path)
-            let made: T
-            do throws(ProtectionError) { made = try create(tmp) } catch {
-                guard error.code == .alreadyExists else { throw error.retargeted(path, "write") }
-                if attempt == 0 { swept = (try? TempSweeper(io: io).sweep(fixed)) == .removed }
-                continue
-            }
-            // A sweeper may have locked and unlinked the new file before this lock (nobody held it
-            // yet, so it looked dead); then the name is gone or names another writer's file.
-            let claimed: Bool
-            do throws(SystemError) {
-                let fd = descriptor(made)
-                if try io.tryLockExclusive(fd) {
-                    // Once more on failure: a transient fault here would strand the file (not knowing
-                    // whether the name is still ours, we may not unlink it).
-                    do { claimed = try io.names(tmp, fd) } catch { claimed = try io.names(tmp, fd) }
-                } else {
-                    claimed = false
-                }
-            } catch {
-                abandon(made)
-                throw ProtectionError.errno(error.errno, "lock the temporary file of", path)
-            }
-            if claimed { return (made, tmp) }
-            abandon(made)  // the sweeper removes it: not ours to touch
-        }
-        throw ProtectionError(.io(EBUSY), "unable to write '\(path)': no temporary name beside it could be claimed (other writers keep taking them); try again", path: path)
     }
 }
 
@@ -213,58 +161,14 @@ struct InternalName: Equatable {
     var target: String
 
     init?(_ name: String) {
-        guard name.hasPrefix(".") else { return nil }
-        let body = name.dropFirst()
-        if body.hasSuffix(".dpjournal") {
-            (kind, target) = (.journal, String(body.dropLast(10)))
-        } else if body.hasSuffix(".dp.tmp") {
-            (kind, target) = (.temporary, String(body.dropLast(7)))
-        } else if body.hasSuffix(".tmp"), let r = body.dropLast(4).ranges(of: ".dp-").last {
-            let hex = body[r.upperBound..<body.index(body.endIndex, offsetBy: -4)]
-            guard !hex.isEmpty, hex.allSatisfy(\.isHexDigit) else { return nil }
-            (kind, target) = (.randomTemporary, String(body[..<r.lowerBound]))
+        if name.hasPrefix("."), name.hasSuffix(".dpjournal") {
+            (kind, target) = (.journal, String(name.dropFirst().dropLast(10)))
+            if target.isEmpty { return nil }
+        } else if let t = AtomicReplace.target(ofTemporary: name) {
+            (kind, target) = (name.hasSuffix(".dp.tmp") ? .temporary : .randomTemporary, t)
         } else {
             return nil
         }
-        if target.isEmpty { return nil }
-    }
-}
-
-/// What a sweep found at one temporary name.
-enum TempSweep: Equatable { case absent, removed, inUse }
-
-/// Removes temporary files that whole-file writers died with (FORMAT.md §6.6). Keyless; all I/O through the seam.
-///
-/// A writer holds an exclusive OFD lock on its temporary file from just after
-/// creating it until after the rename; the kernel drops the lock when the
-/// writer dies. A file whose lock can be taken therefore has no live writer.
-///
-/// Security: only a regular file with one link is ever removed (`openOwned`): a
-/// symbolic link, a hard link to someone's file, a FIFO or a directory planted at
-/// a temporary name is left alone and reported, never followed or unlinked.
-/// Its owner may be anyone: a dead writer's file is its writer's, and whoever may
-/// unlink names in the directory may remove it anyway.
-struct TempSweeper {
-    let io: any FileIO
-
-    func sweep(_ tmp: String) throws(OwnedFileFailure) -> TempSweep {
-        for _ in 0..<3 {
-            let fd: Int32
-            do throws(OwnedFileFailure) { fd = try io.openOwned(tmp, flags: O_RDWR, owner: .anyone) } catch .system(let e) where e.errno == ENOENT {
-                return .absent
-            }
-            defer { io.close(fd) }
-            do throws(SystemError) {
-                guard try io.tryLockExclusive(fd) else { return .inUse }
-                // Between our open and our lock its writer may have renamed it into place
-                // and another writer made a new file under the name: that one is not ours to judge.
-                guard try io.names(tmp, fd) else { continue }
-                // Holding the lock of the file the name names, nobody else can change the name.
-                do { try io.unlink(tmp) } catch where error.errno == ENOENT {}
-            } catch { throw .system(error) }
-            return .removed
-        }
-        return .inUse
     }
 }
 

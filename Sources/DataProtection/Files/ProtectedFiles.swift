@@ -282,62 +282,80 @@ public final class ProtectedFiles: Sendable {
     // MARK: Handles
 
     /// `create`, with errors about the file attributed to `shown` (the destination of an atomic replace, not its temporary name).
-    /// A replace's temporary file is not `journaled`: the rename makes it atomic.
     func create(
         _ path: String, protection: ProtectionClass, reportedAs shown: String, journaled: Bool, via: ProtectedDataEntryPoint
     ) throws(ProtectionError) -> ProtectedFileHandle {
+        do throws(ProtectionError) {
+            let (header, generation) = try newHeader(path, protection: protection, via: via)
+            let fd: Int32
+            do throws(OwnedFileFailure) { fd = try io.createOwned(path, flags: O_RDWR, mode: 0o600) } catch .system(let e) {
+                throw io.failure(e, "create", path)
+            } catch { throw error.error("create", path, at: path) }
+            return try newFile(fd, header: header, generation: generation, path: path, journaled: journaled, via: via) { try? io.unlink(path) }
+        } catch {
+            throw error.about(shown, "create")
+        }
+    }
+
+    /// The header of a new file of class `protection` (its key still to be wrapped), and the class key's generation.
+    ///
+    /// Refused before anything is created when the options are invalid or the class is locked already; `admit` checks again.
+    private func newHeader(_ path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) -> (FileHeader, UInt32) {
         guard let shift = options.chunkShift else {
             throw ProtectionError(.invalidArgument, "unable to create '\(path)': chunk size \(options.chunkSize) is not a power of two from 4 KiB to 16 MiB", path: path)
         }
         guard options.cipher.isAvailable else {
             throw ProtectionError(.unsupportedCipher, "unable to create '\(path)': \(options.cipher) is not supported on this CPU; use XChaCha20-Poly1305", path: path)
         }
-        let cipher = ChunkCipher.forNewFiles(options.cipher)
+        try revocation.refuseIfLocked(protection, via: via)
+        let generation = try keys.currentGeneration(of: protection)
+        let header = FileHeader(
+            version: FileHeader.currentVersion, protectionClass: protection, cipher: ChunkCipher.forNewFiles(options.cipher), chunkShift: shift,
+            classKeyGeneration: generation, fileID: try crypto { () throws(CryptoError) in try SecureRandom.bytes(16) },
+            wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
+        return (header, generation)
+    }
+
+    /// Makes the new empty file open as `fd` (made by the caller, at `path`) a protected file with `header`: wraps a new
+    /// per-file key inside one admission, hands it to a registered handle, and writes the header and the empty chunk.
+    ///
+    /// - Parameter remove: removes the new file; called on failure, before `fd` is closed (a replace's lock goes with it).
+    /// A replace's temporary file is not `journaled`: the rename makes it atomic.
+    private func newFile(
+        _ fd: Int32, header: FileHeader, generation: UInt32, path: String, journaled: Bool, via: ProtectedDataEntryPoint, remove: () -> Void
+    ) throws(ProtectionError) -> ProtectedFileHandle {
+        var header = header
+        let protection = header.protectionClass, cipher = header.cipher
+        let h: ProtectedFileHandle
         do throws(ProtectionError) {
-            // Refused before anything is created when the class is locked already; `admit` checks again.
-            try revocation.refuseIfLocked(protection, via: via)
-            let generation = try keys.currentGeneration(of: protection)
-            var header = FileHeader(
-                version: FileHeader.currentVersion, protectionClass: protection, cipher: cipher, chunkShift: shift, classKeyGeneration: generation,
-                fileID: try crypto { () throws(CryptoError) in try SecureRandom.bytes(16) },
-                wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
-            let fd: Int32
-            do throws(OwnedFileFailure) { fd = try io.createOwned(path, flags: O_RDWR, mode: 0o600) } catch .system(let e) {
-                throw io.failure(e, "create", path)
-            } catch { throw error.error("create", path, at: path) }
-            let h: ProtectedFileHandle
-            do throws(ProtectionError) {
-                // The per-file key is made, wrapped and handed to a registered handle inside one admission.
-                h = try keys.admit(protection, via: via) { (access, epoch) throws(ProtectionError) -> ProtectedFileHandle in
-                    let fileKey = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 32) }
-                    let fixed = header.fixedBytes()
-                    header.wrappedKey = try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) in
-                        try access.wrapFileKey(fileKey, for: protection, generation: generation, ad: ad)
-                    }
-                    guard header.wrappedKey.count == FileHeader.wrappedKeyLength(for: protection) else {
-                        throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(protection)")
-                    }
-                    let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: cipher, sealsPerKeyNonce: sealsPerKeyNonce) }
-                    header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
-                    return makeHandle(
-                        path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false, via: via)
+            // The per-file key is made, wrapped and handed to a registered handle inside one admission.
+            h = try keys.admit(protection, via: via) { (access, epoch) throws(ProtectionError) -> ProtectedFileHandle in
+                let fileKey = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 32) }
+                let fixed = header.fixedBytes()
+                header.wrappedKey = try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) in
+                    try access.wrapFileKey(fileKey, for: protection, generation: generation, ad: ad)
                 }
-            } catch {
-                io.close(fd)
-                try? io.unlink(path)
-                throw error
+                guard header.wrappedKey.count == FileHeader.wrappedKeyLength(for: protection) else {
+                    throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(protection)")
+                }
+                let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: cipher, sealsPerKeyNonce: sealsPerKeyNonce) }
+                header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
+                return makeHandle(
+                    path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false, via: via)
             }
-            do throws(ProtectionError) {
-                try h.writeHeaderAndEmptyChunk(header.encoded())
-            } catch {
-                h.close()
-                try? io.unlink(path)
-                throw error
-            }
-            return h
         } catch {
-            throw error.about(shown, "create")
+            remove()
+            io.close(fd)
+            throw error
         }
+        do throws(ProtectionError) {
+            try h.writeHeaderAndEmptyChunk(header.encoded())
+        } catch {
+            remove()
+            h.close()
+            throw error
+        }
+        return h
     }
 
     /// `open(_:forWriting:)` (DataProtection.swift) on behalf of the entry point `via`.
@@ -471,41 +489,33 @@ public final class ProtectedFiles: Sendable {
         try coordinated(path, writing: true) { () throws(ProtectionError) in try replaceNow(path, protection: protection, durable: durable, via: via, fill: fill) }
     }
 
-    /// Fills a locked temporary file, fsyncs it, renames it over `path` (still holding the lock), fsyncs the directory
-    /// (the two fsyncs only when `durable`).
+    /// Fills a new protected file in the one atomic replace (AtomicReplace.swift), fsyncs it, renames it over `path`
+    /// (still holding the temporary file's lock), fsyncs the directory (the two fsyncs only when `durable`).
     private func replaceNow(
         _ path: String, protection: ProtectionClass, durable: Bool, via: ProtectedDataEntryPoint, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void
     ) throws(ProtectionError) {
-        let (h, tmp) = try makeTemporary(for: path, protection: protection, via: via)
-        var renamed = false
         do throws(ProtectionError) {
-            try fill(h)
-            if durable { try h.sync() }
-            do throws(SystemError) {
-                try io.copyUserAttributes(from: path, to: tmp)
-                try io.rename(tmp, to: path)
-                renamed = true
-                // The lock goes with the descriptor: only now that the temporary name is gone.
-                h.close()
-                if durable { try io.syncDirectory(of: path) }
-            } catch { throw io.failure(error, "replace", path) }
+            let (header, generation) = try newHeader(path, protection: protection, via: via)
+            let replace: AtomicReplace
+            do throws(SystemError) { replace = try AtomicReplace(replacing: path, mode: 0o600, io: io) } catch { throw .replace(error, "write", path, io: io) }
+            let h = try newFile(replace.fd, header: header, generation: generation, path: replace.temporaryPath, journaled: false, via: via) { replace.discard() }
+            do throws(ProtectionError) {
+                try fill(h)
+                if durable { try h.sync() }
+                do throws(SystemError) { try replace.commit(syncingFile: false, syncingDirectory: durable, keepingAttributes: true) } catch {
+                    throw io.failure(error, "replace", path)
+                }
+            } catch {
+                replace.discard()  // still ours unless renamed: we hold its lock, so nobody else can have changed the name
+                h.close()  // the lock goes with the descriptor
+                throw error
+            }
+            h.close()
             // A journal left by an interrupted change of the old file is about that file (its identifier): drop it.
             _ = try? JournalRecoverer(io: io, dataPath: path).run()
         } catch {
-            if !renamed {
-                try? io.unlink(tmp)  // still ours: we hold its lock, so nobody else can have changed the name
-                h.close()
-            }
             throw error.retargeted(path, "write").about(path, "write")
         }
-    }
-
-    /// Creates and locks the temporary file of a replace of `path` (FORMAT.md §6.6).
-    private func makeTemporary(for path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) -> (ProtectedFileHandle, String) {
-        try claimTemporary(
-            for: path,
-            create: { (tmp) throws(ProtectionError) in try create(tmp, protection: protection, reportedAs: path, journaled: false, via: via) },
-            descriptor: { $0.descriptor }, abandon: { $0.close() })
     }
 }
 

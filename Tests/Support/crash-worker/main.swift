@@ -19,8 +19,8 @@ import Glibc
 
 /// The real system calls, counting those that can change what is on disk; SIGKILL right after the Nth.
 ///
-/// Counted: `open` with `O_CREAT`, `pwrite`, `ftruncate`, `fsync`, `rename`,
-/// `unlink`, the attribute copy. Reads, plain opens and `close` change
+/// Counted: `open`/`openAt` with `O_CREAT`, `pwrite`, `ftruncate`, `fsync`, `rename`/`renameAt`,
+/// `unlink`/`unlinkAt`, the attribute copy. Reads, plain opens and `close` change
 /// nothing, so a kill after them equals a kill after the previous counted call.
 final class KillingIO: FileIO {
     let real = SystemFileIO()
@@ -55,7 +55,18 @@ final class KillingIO: FileIO {
     func size(_ fd: Int32) throws(SystemError) -> Int64 { try real.size(fd) }
     func rename(_ a: String, to b: String) throws(SystemError) { try real.rename(a, to: b); counted() }
     func unlink(_ p: String) throws(SystemError) { try real.unlink(p); counted() }
-    func copyUserAttributes(from s: String, to d: String) throws(SystemError) { try real.copyUserAttributes(from: s, to: d); counted() }
+    func openAt(_ dir: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+        let fd = try real.openAt(dir, name, flags: flags, mode: mode)
+        if flags & O_CREAT != 0 { counted() }
+        return fd
+    }
+    func renameAt(_ dir: Int32, _ a: String, to b: String) throws(SystemError) { try real.renameAt(dir, a, to: b); counted() }
+    func unlinkAt(_ dir: Int32, _ name: String) throws(SystemError) { try real.unlinkAt(dir, name); counted() }
+    func identityAt(_ dir: Int32, _ name: String) throws(SystemError) -> (device: UInt64, inode: UInt64) { try real.identityAt(dir, name) }
+    func copyUserAttributes(at dir: Int32, from name: String, to fd: Int32) throws(SystemError) {
+        try real.copyUserAttributes(at: dir, from: name, to: fd)
+        counted()
+    }
 }
 
 func say(_ line: String) {
