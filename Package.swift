@@ -29,8 +29,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
-        // `swift package generate-documentation --target DataProtection` (the DocC catalog, Sources/DataProtection/DataProtection.docc).
-        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         // The examples (their own package, on this one by path): only DpctlTests use it, to run the example service.
         .package(path: "Examples"),
         // The test rigs (their own package under Tests/Support, on this one by path): only the test targets use it.

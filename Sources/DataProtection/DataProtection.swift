@@ -1,7 +1,7 @@
 // The main path, in the order data takes it: open a domain, unlock it, create or open a protected file, read and
 // write it, lock. Read this file first. Each step below is the public front door; the mechanism it calls is in the
 // file named at its MARK. The DocC catalog beside it (DataProtection.docc: the tour, the class table, the threat
-// model in brief) is built by `swift package generate-documentation --target DataProtection`.
+// model in brief) is built by `scripts/docs`.
 //
 // The words, once:
 // - A *protection domain* is what one passphrase unlocks (the analogue of one device user): a keybag of class keys
