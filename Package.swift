@@ -2,7 +2,7 @@
 // swift-data-protection: Apple-style Data Protection for files on Linux.
 //
 // Layers (dependencies point down only):
-//   dpctl → DataProtection → { KernelKeyring, FileCoordination, ProtectionCrypto } → C shims
+//   dpctl → DataProtection → { DataProtectionFormat, KernelKeyring, FileCoordination, ProtectionCrypto } → C shims
 import PackageDescription
 
 let package = Package(
@@ -10,6 +10,10 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "DataProtection", targets: ["DataProtection"]),
+        // The protected-file, keybag and journal formats, parsing and encoding only (the fuzzers' entry point).
+        .library(name: "DataProtectionFormat", targets: ["DataProtectionFormat"]),
+        // Test rig, not an API: the fuzz harnesses, a product only so that the Fuzz package can link them.
+        .library(name: "FuzzHarnesses", targets: ["FuzzHarnesses"]),
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
         // Secrets and primitives that appear in DataProtection's API (SecretBytes, ClassKey material).
         .library(name: "ProtectionCrypto", targets: ["ProtectionCrypto"]),
@@ -52,10 +56,12 @@ let package = Package(
             exclude: ["README.md"]),
         // NSFileCoordinator-style coordination; independent of the encryption.
         .target(name: "FileCoordination", dependencies: ["CShims", "Locking", "PathSyntax", "SystemLayer"], exclude: ["README.md"]),
+        // The pure format: header, chunk layout, keybag and journal encodings; no I/O, no keys held.
+        .target(name: "DataProtectionFormat", dependencies: ["ProtectionCrypto"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
-                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking", "PathSyntax", "SystemLayer",
+                "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking", "PathSyntax", "SystemLayer",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),
@@ -82,6 +88,11 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/Support/TestSupport"),
         // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
         .executableTarget(name: "keyctl-deny", path: "Tests/Support/keyctl-deny"),
+        // The fuzz harnesses (keybag parser and unwrapping, protected-file reads), shared by Fuzz/ (through the product
+        // FuzzHarnesses) and FuzzRegressionTests, so the replay applies the fuzzers' own oracles.
+        .target(
+            name: "FuzzHarnesses", dependencies: ["DataProtection", "DataProtectionFormat", "ProtectionCrypto", "SystemLayer"],
+            path: "Tests/Support/FuzzHarnesses"),
         // Prints whether the kernel keyring works here; KernelKeyringTests run it under keyctl-deny.
         .executableTarget(
             name: "keyring-probe",
@@ -117,15 +128,15 @@ let package = Package(
         .testTarget(
             name: "DataProtectionTests",
             dependencies: [
-                "DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios",
-                "Locking", "PathSyntax", "SystemLayer", "GuaranteeMatrix", "guarantee-worker", "TestSupport",
+                "DataProtection", "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "container-hold", "coordination-worker", "CrashScenarios",
+                "Locking", "PathSyntax", "SystemLayer", "GuaranteeMatrix", "guarantee-worker", "TestSupport", "FuzzHarnesses",
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(
             name: "DpctlTests",
             dependencies: [
-                "DataProtection", "KernelKeyring", "Locking", "dpctl", "dp-example-service", "crash-worker", "keyctl-deny",
+                "DataProtection", "DataProtectionFormat", "KernelKeyring", "Locking", "dpctl", "dp-example-service", "crash-worker", "keyctl-deny",
                 "TestSupport",
             ]),
     ]

@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import Foundation
 // @testable: checks the format vectors against the internal header, chunk layout, sealer and file-key derivation.
 @testable import DataProtection

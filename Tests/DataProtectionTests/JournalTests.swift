@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import SystemLayer
 import Foundation
 // @testable: crashes writers through the internal FileIO seam and reads the internal journal format (the system-layer branch reworks the seam).

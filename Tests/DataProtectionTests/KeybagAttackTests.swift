@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import Foundation
 // @testable: forges keybag entries through the internal KeybagContents encoding and reads the key store to check what unlock admitted.
 @testable import DataProtection

@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import Foundation
 // @testable: writes older keybag versions through the internal KeybagContents encoding and reads class keys back to compare.
 @testable import DataProtection

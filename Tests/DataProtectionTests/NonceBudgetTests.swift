@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import Foundation
 // @testable: lowers the internal seals-per-key-nonce budget and reads FileHeader to reach the nonce limits in a test's time.
 @testable import DataProtection

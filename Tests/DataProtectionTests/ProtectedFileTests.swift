@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import SystemLayer
 import Foundation
 // @testable: checks a handle's internal staging memory, batch sizes and revocation, and the chunk layout.

@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import SystemLayer
 import Dispatch
 import FileCoordination
@@ -506,13 +507,5 @@ public final class ProtectedFiles: Sendable {
             for: path,
             create: { (tmp) throws(ProtectionError) in try create(tmp, protection: protection, reportedAs: path, journaled: false, via: via) },
             descriptor: { $0.descriptor }, abandon: { $0.close() })
-    }
-}
-
-/// Runs a crypto step, turning its failure into a `ProtectionError`.
-@inline(__always)
-func crypto<R: ~Copyable>(_ body: () throws(CryptoError) -> R) throws(ProtectionError) -> R {
-    do { return try body() } catch {
-        throw ProtectionError(error.code == .outOfMemory ? .io(ENOMEM) : .io(EIO), error.message, underlying: error)
     }
 }
