@@ -86,6 +86,7 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         self.underlying = underlying
     }
 
+    /// The message, as `message`.
     public var description: String { message }
 }
 
