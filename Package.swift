@@ -2,7 +2,7 @@
 // swift-data-protection: Apple-style Data Protection for files on Linux.
 //
 // Layers (dependencies point down only):
-//   dpctl → DataProtection → { KernelKeyring, FileCoordination, ProtectionCrypto } → SystemLayer → C shims
+//   dpctl → DataProtection → { DataProtectionFormat, KernelKeyring, FileCoordination } → { SystemLayer, ProtectionCrypto } → C shims
 // A plain `swift build` builds these and, of the rigs, only the four that reach package-level test hooks (below).
 // The other test rigs (Tests/Support), the examples (Examples) and the benchmarks (Benchmarks) are packages of their
 // own on this one by path; the first two are dependencies of the test targets only, which SwiftPM does not resolve for
@@ -18,6 +18,10 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "DataProtection", targets: ["DataProtection"]),
+        // The protected-file, keybag and journal formats, parsing and encoding only (the fuzzers' entry point).
+        .library(name: "DataProtectionFormat", targets: ["DataProtectionFormat"]),
+        // Test rig, not an API: the fuzz harnesses, a product only so that the Fuzz package can link them.
+        .library(name: "FuzzHarnesses", targets: ["FuzzHarnesses"]),
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
         // Secrets and primitives that appear in DataProtection's API (SecretBytes, ClassKey material).
         .library(name: "ProtectionCrypto", targets: ["ProtectionCrypto"]),
@@ -62,10 +66,12 @@ let package = Package(
             exclude: ["README.md"]),
         // NSFileCoordinator-style coordination; independent of the encryption.
         .target(name: "FileCoordination", dependencies: ["CShims", "Locking", "PathSyntax", "SystemLayer"], exclude: ["README.md"]),
+        // The pure format: header, chunk layout, keybag and journal encodings; no I/O, no keys held.
+        .target(name: "DataProtectionFormat", dependencies: ["ProtectionCrypto"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
-                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking", "PathSyntax", "SystemLayer",
+                "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking", "PathSyntax", "SystemLayer",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),
@@ -77,6 +83,11 @@ let package = Package(
             ],
             exclude: ["README.md"]),
 
+        // The fuzz harnesses (keybag parser and unwrapping, protected-file reads), shared by Fuzz/ (through the product
+        // FuzzHarnesses) and FuzzRegressionTests, so the replay applies the fuzzers' own oracles.
+        .target(
+            name: "FuzzHarnesses", dependencies: ["DataProtection", "DataProtectionFormat", "ProtectionCrypto", "SystemLayer"],
+            path: "Tests/Support/FuzzHarnesses"),
         // The rigs kept in this package (under Tests/Support, whose other rigs are a package of their own), because they
         // reach package-level test hooks another package cannot see: guarantee-worker checks admissions through
         // DataProtection's AdmissionProbe; crash-worker and the power-loss tests run the crash scenarios through the
@@ -104,15 +115,15 @@ let package = Package(
         .testTarget(
             name: "DataProtectionTests",
             dependencies: [
-                "DataProtection", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
-                "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", rigs("TestSupport"),
+                "DataProtection", "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
+                "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "FuzzHarnesses", rigs("TestSupport"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(
             name: "DpctlTests",
             dependencies: [
-                "DataProtection", "KernelKeyring", "Locking", "dpctl", "crash-worker", rigs("TestSupport"),
+                "DataProtection", "DataProtectionFormat", "KernelKeyring", "Locking", "dpctl", "crash-worker", rigs("TestSupport"),
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]

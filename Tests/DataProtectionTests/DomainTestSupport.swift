@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import Foundation
 // @testable: forges keybags (zero MAC, valid checksum) through the internal KeybagContents encoding.
 @testable import DataProtection

@@ -1,6 +1,6 @@
+import DataProtectionFormat
 import Foundation
-// @testable: forges a keybag entry through the internal KeybagContents encoding.
-@testable import DataProtection
+import DataProtection
 import KernelKeyring
 import ProtectionCrypto
 import XCTest

@@ -1,5 +1,6 @@
+import DataProtectionFormat
 import Foundation
-// @testable: checks the format vectors against the internal header, chunk layout, sealer and file-key derivation.
+// @testable: checks the format vectors against the internal sealer and file-key derivation (header and chunk layout are DataProtectionFormat's public API).
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

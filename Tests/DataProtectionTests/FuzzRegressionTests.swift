@@ -1,14 +1,15 @@
 import Foundation
-// @testable: replays the fuzzers' regressions through their harnesses, which drive the internal Confinement and keybag parser.
+// @testable: the path harness (a symbolic link to Fuzz/Sources/FuzzSupport) and its oracle check drive the internal Confinement.
 @testable import DataProtection
-import ProtectionCrypto
+import FuzzHarnesses
 import XCTest
 
 /// Replays the fuzzers' committed corpora and every input that ever crashed them
 /// (`Fuzz/Corpus/<target>`, `Fuzz/Regressions/<target>`): protected files through the real
-/// reader (plaintext or a typed `ProtectionError`, never a crash); keybags and path layouts
-/// through the fuzz targets' own harnesses (symbolic links to Fuzz/Sources/FuzzSupport), so
-/// the replay keeps the fuzzers' oracles: typed keybag errors, no escape from a container root.
+/// reader (plaintext or a typed `ProtectionError`, never a crash); keybags through the fuzz
+/// target's own harness (the FuzzHarnesses target, which Fuzz/ links as a product) and path
+/// layouts through FuzzPath's (a symbolic link to Fuzz/Sources/FuzzSupport), so the replay
+/// keeps the fuzzers' oracles: typed keybag errors, no escape from a container root.
 final class FuzzRegressionTests: XCTestCase {
     let fuzz = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
 
@@ -22,18 +23,8 @@ final class FuzzRegressionTests: XCTestCase {
         }
     }
 
-    /// The fuzz targets' keys: class c's secret is 32 bytes of value c (see Fuzz/Sources/FuzzSupport).
-    func fuzzKeys() throws -> InMemoryClassKeys {
-        var keys: [ClassKey] = []
-        for c in ProtectionClass.allCases {
-            let secret = try [UInt8](repeating: c.rawValue, count: 32).span.bytes.withUnsafeBytes { (b) throws(CryptoError) in try SecretBytes(copying: b) }
-            let pk = c.usesPublicKeySealing ? try X25519KeyPair(secretKey: try secret.duplicate()).publicKey : nil
-            keys.append(ClassKey(c, generation: 1, secret: SharedSecret(secret), publicKey: pk))
-        }
-        return InMemoryClassKeys(keys)
-    }
-
     func testCorpusAndRegressionsEndInPlaintextOrTypedErrors() throws {
+        // The fuzz targets' keys (FuzzHarnesses): class c's secret is 32 bytes of value c.
         let files = ProtectedFiles(keys: try fuzzKeys())
         var replayed = 0, authenticated = 0
         for sub in ["Corpus/header", "Regressions/header", "Regressions/chunks"] {

@@ -1,6 +1,7 @@
+import DataProtectionFormat
 import SystemLayer
 import Foundation
-// @testable: crashes writers through the internal FileIO seam and reads the internal journal format (the system-layer branch reworks the seam).
+// @testable: crashes writers through the internal FileIO seam (the system-layer branch reworks the seam); the journal format is DataProtectionFormat's public API.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

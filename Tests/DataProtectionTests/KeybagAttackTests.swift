@@ -1,5 +1,6 @@
+import DataProtectionFormat
 import Foundation
-// @testable: forges keybag entries through the internal KeybagContents encoding and reads the key store to check what unlock admitted.
+// @testable: wraps forged entries with a class key's secret bytes and reads the key store to check what unlock admitted (KeybagContents is public in DataProtectionFormat).
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

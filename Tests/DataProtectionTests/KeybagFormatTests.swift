@@ -1,5 +1,6 @@
+import DataProtectionFormat
 import Foundation
-// @testable: parses and encodes keybags through the internal KeybagContents, byte by byte.
+// @testable: compares a recovery key parsed from its text with the original's key bytes, which no package API exposes.
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

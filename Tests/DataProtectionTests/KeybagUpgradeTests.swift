@@ -1,5 +1,6 @@
+import DataProtectionFormat
 import Foundation
-// @testable: writes older keybag versions through the internal KeybagContents encoding and reads class keys back to compare.
+// @testable: reads the class keys' secret bytes back to compare them across an upgrade (KeybagContents itself is DataProtectionFormat's public API).
 @testable import DataProtection
 import ProtectionCrypto
 import XCTest

@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import SystemLayer
 import Foundation
 // @testable: injects short reads through the internal FileIO seam (the system-layer branch reworks it).

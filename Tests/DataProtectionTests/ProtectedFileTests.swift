@@ -1,6 +1,7 @@
+import DataProtectionFormat
 import SystemLayer
 import Foundation
-// @testable: checks a handle's internal staging memory, batch sizes and revocation, and the chunk layout.
+// @testable: checks a handle's internal staging memory, batch sizes and revocation.
 @testable import DataProtection
 import ProtectionCrypto
 import Synchronization

@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import Foundation
 import DataProtection
 import ProtectionCrypto

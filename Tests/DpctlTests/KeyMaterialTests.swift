@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import Foundation
 // @testable: reads the raw class keys from the domain's key store and unwraps per-file keys, doors no build product may have.
 @testable import DataProtection

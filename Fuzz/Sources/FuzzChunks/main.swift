@@ -3,7 +3,7 @@
 // and exercise chunk lengths, nonces, tags, the last-chunk flag and size arithmetic.
 import CFuzz
 import DataProtection
-import FuzzSupport
+import FuzzHarnesses
 
 nonisolated(unsafe) let keys = try! fuzzKeys()
 nonisolated(unsafe) let seeds: [[UInt8]] = try! makeSeedFiles(keys)

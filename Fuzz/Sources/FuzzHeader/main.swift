@@ -4,7 +4,8 @@ import CFuzz
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import DataProtection  // ProtectedFiles(keys:io:) is the package-level fault-injection seam
+import DataProtection
+import FuzzHarnesses
 import FuzzSupport
 
 nonisolated(unsafe) let keys = try! fuzzKeys()
@@ -13,7 +14,7 @@ nonisolated(unsafe) let keys = try! fuzzKeys()
 public func fuzzHeader(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     _ = openAndRead(bytes, keys: keys)
-    _ = try? ProtectedFiles(keys: keys, io: MemoryFileIO(bytes)).info("/fuzz")
+    _ = readInfo(bytes, keys: keys)
     return 0
 }
 

@@ -1,6 +1,7 @@
 // libFuzzer target: the keybag file parser, then (with the checksum and MAC repaired under a
 // fixed device secret) authentication and unwrapping of every entry. See KeybagHarness.swift.
 import CFuzz
+import FuzzHarnesses
 import FuzzSupport
 
 #if canImport(Glibc)

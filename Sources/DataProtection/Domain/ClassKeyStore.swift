@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import KernelKeyring
 import ProtectionCrypto
 import Locking

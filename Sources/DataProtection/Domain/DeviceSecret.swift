@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import SystemLayer
 import ProtectionCrypto
 
@@ -14,11 +15,13 @@ import Glibc
 /// this file cannot be attacked by guessing passphrases offline, and cannot
 /// be altered undetected. Loading refuses a file or directory that group or
 /// others can access, rather than silently use a secret that may have leaked.
-struct DeviceSecret: ~Copyable {
-    static let size = 32
+package struct DeviceSecret: ~Copyable {
+    /// Bytes in a device secret.
+    package static let size = 32
     let key: SecretBytes
 
-    init(key: consuming SecretBytes) { self.key = key }
+    /// A device secret holding `key` (`create` and `load` make them; the fuzz harness fixes one).
+    package init(key: consuming SecretBytes) { self.key = key }
 
     /// Creates (or, for `recover`, replaces) the device secret of `id`.
     static func create(for id: DomainID, at location: DomainLocation, io: any FileIO) throws(ProtectionError) -> DeviceSecret {

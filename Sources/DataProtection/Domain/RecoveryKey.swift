@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import ProtectionCrypto
 
 /// The recovery key: 256 random bits shown once at `init`, which unlock the keybag without the passphrase or the device secret.
@@ -16,10 +17,11 @@ public struct RecoveryKey: ~Copyable, Sendable {
 
     let key: SecretBytes
 
-    init(key: consuming SecretBytes) { self.key = key }
+    /// A recovery key holding `key` (`random` and parsing make them; the fuzz harness fixes one).
+    package init(key: consuming SecretBytes) { self.key = key }
 
     /// A fresh random recovery key.
-    static func random() throws(ProtectionError) -> RecoveryKey {
+    package static func random() throws(ProtectionError) -> RecoveryKey {
         RecoveryKey(key: try crypto { () throws(CryptoError) in try SecretBytes.random(count: keySize) })
     }
 
@@ -88,7 +90,7 @@ public struct RecoveryKey: ~Copyable, Sendable {
     }
 
     /// The X25519 key pair the keybag seals class keys to; only its public half is stored.
-    func sealingKeyPair() throws(ProtectionError) -> X25519KeyPair {
+    package func sealingKeyPair() throws(ProtectionError) -> X25519KeyPair {
         try crypto { () throws(CryptoError) in
             try X25519KeyPair(secretKey: try KeyDerivation.subkey(of: key, context: "dprecov1", id: 1))
         }

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import DataProtectionFormat
 import SystemLayer
 import Glibc
 #endif

@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import SystemLayer
 import ProtectionCrypto
 

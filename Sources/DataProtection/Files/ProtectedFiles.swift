@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import SystemLayer
 import Dispatch
 import FileCoordination
@@ -516,13 +517,5 @@ public final class ProtectedFiles: Sendable {
         } catch {
             throw error.retargeted(path, "write").about(path, "write")
         }
-    }
-}
-
-/// Runs a crypto step, turning its failure into a `ProtectionError`.
-@inline(__always)
-func crypto<R: ~Copyable>(_ body: () throws(CryptoError) -> R) throws(ProtectionError) -> R {
-    do { return try body() } catch {
-        throw ProtectionError(error.code == .outOfMemory ? .io(ENOMEM) : .io(EIO), error.message, underlying: error)
     }
 }

@@ -1,3 +1,4 @@
+import DataProtectionFormat
 import ProtectionCrypto
 
 /// The keys one open protected file uses, derived from its per-file key (FORMAT.md §3.3).

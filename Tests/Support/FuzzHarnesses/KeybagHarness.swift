@@ -1,10 +1,9 @@
-// The keybag parser's fuzz harness, shared by the FuzzKeybag target and FuzzRegressionTests
-// (Tests/DataProtectionTests holds a symbolic link to this file), so the replay applies the
-// fuzzer's own oracles. It reaches the keybag's internal API through `@testable import`
-// (Fuzz/run builds debug, where the package is compiled with testing enabled).
-import SystemLayer
-// @testable: the fuzzer reaches the internal keybag parser (the pure-format module of issue 20 is to make it package).
-@testable import DataProtection
+// The keybag parser's fuzz harness, shared by the FuzzKeybag target (Fuzz/, through this target's
+// product) and FuzzRegressionTests, so the replay applies the fuzzer's own oracles. The parser is
+// DataProtectionFormat's public API; the unwrapping is DataProtection's package API (this target is
+// in the root package).
+import DataProtection
+import DataProtectionFormat
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -32,14 +31,7 @@ public final class KeybagFuzzHarness {
     public init() throws(ProtectionError) {
         let id = try DomainID(bytes: Self.domain)
         self.id = id
-        // DeviceSecret is only ever loaded from disk: write it to a private temporary directory, load, remove.
-        var template = Array("/tmp/dp-fuzz-keybag-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw .errno(errno, "create", "/tmp/dp-fuzz-keybag-*") }
-        let dir = String(cString: made)
-        let disk = DomainLocation(home: dir, deviceDirectory: dir)
-        try DurableFile.write([UInt8](repeating: 0x44, count: DeviceSecret.size), to: disk.deviceSecretPath(id), mode: 0o600, io: SystemFileIO())
-        defer { unlink(disk.deviceSecretPath(id)); rmdir(dir) }
-        device = try DeviceSecret.load(for: id, at: disk, io: SystemFileIO())
+        device = DeviceSecret(key: try crypto { () throws(CryptoError) in try SecretBytes(utf8: String(repeating: "D", count: DeviceSecret.size)) })
         recovery = RecoveryKey(key: try crypto { () throws(CryptoError) in try SecretBytes(utf8: String(repeating: "R", count: 32)) })
         recoveryPublicKey = try recovery.sealingKeyPair().publicKey.bytes
         let passphrase = try crypto { () throws(CryptoError) in try SecretBytes(utf8: "fuzz") }

@@ -4,26 +4,47 @@ import Glibc
 import ProtectionCrypto
 
 /// One generation of one class key as the keybag stores it: wrapped twice, never in plaintext.
-struct KeybagEntry: Equatable, Sendable {
-    var protectionClass: ProtectionClass
-    var generation: UInt32
+public struct KeybagEntry: Equatable, Sendable {
+    /// The class this key belongs to.
+    public var protectionClass: ProtectionClass
+    /// The key's generation (1, then one more per rotation).
+    public var generation: UInt32
     /// Format 1 only: class B's X25519 public key in the clear (wrapped on the next write).
-    var publicKey: [UInt8]?
+    public var publicKey: [UInt8]?
     /// Format 2: class B's public key, `KeyWrap`ped under the device secret's class-B subkey, so a copy of
     /// the keybag alone cannot be used to seal (forge) class-B files; the device secret is there while locked.
-    var wrappedPublicKey: [UInt8]?
+    public var wrappedPublicKey: [UInt8]?
     /// `KeyWrap` under the passphrase KEK (classes A–C) or the device secret's class-D key (class `none`).
-    var wrapped: [UInt8]
+    public var wrapped: [UInt8]
     /// `KeySealing` to the recovery public key, so the recovery key alone restores it.
-    var recoverySealed: [UInt8]
+    public var recoverySealed: [UInt8]
+
+    /// An entry from its fields (format 2 sets `wrappedPublicKey`, format 1 `publicKey`, for class B only).
+    public init(
+        protectionClass: ProtectionClass, generation: UInt32, publicKey: [UInt8]? = nil, wrappedPublicKey: [UInt8]? = nil, wrapped: [UInt8],
+        recoverySealed: [UInt8]
+    ) {
+        self.protectionClass = protectionClass
+        self.generation = generation
+        self.publicKey = publicKey
+        self.wrappedPublicKey = wrappedPublicKey
+        self.wrapped = wrapped
+        self.recoverySealed = recoverySealed
+    }
 }
 
 /// What lets `recover` trust the recovery entries: a key derived from the recovery key alone, and its MAC over them.
-struct RecoveryAuthentication: Equatable, Sendable {
+public struct RecoveryAuthentication: Equatable, Sendable {
     /// The recovery authentication key, `KeyWrap`ped under the passphrase KEK (so rotation and `passwd` can re-MAC).
-    var wrappedKey: [UInt8]
+    public var wrappedKey: [UInt8]
     /// Keyed BLAKE2b-256 (key: the recovery authentication key) of `KeybagContents.recoverySection()`.
-    var mac: [UInt8]
+    public var mac: [UInt8]
+
+    /// The wrapped key and its MAC.
+    public init(wrappedKey: [UInt8], mac: [UInt8]) {
+        self.wrappedKey = wrappedKey
+        self.mac = mac
+    }
 }
 
 /// The keybag file, format v2 (v1 still read): pure encoding and parsing, no keys and no I/O.
@@ -51,51 +72,77 @@ struct RecoveryAuthentication: Equatable, Sendable {
 /// Every field is validated; a wrong length, an unknown value, a missing
 /// class, a duplicated or non-contiguous generation or trailing bytes make the whole keybag
 /// `.corruptKeybag`, never half-read.
-struct KeybagContents: Equatable, Sendable {
-    static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x4B, 0x0D, 0x0A, 0x1A, 0x0A]
+public struct KeybagContents: Equatable, Sendable {
+    /// The keybag magic, bytes 0..<8.
+    public static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x4B, 0x0D, 0x0A, 0x1A, 0x0A]
     /// The version written.
-    static let version: UInt8 = 2
-    static let headerSize = 212
-    static let wrappedSize = 32 + KeyWrap.overhead
-    static let sealedSize = 32 + KeySealing.overhead
-    static let entrySize = 1 + 4 + wrappedSize + wrappedSize + sealedSize
-    static let deviceSecretIDSize = 16
-    static let macSize = 32
-    static let checksumSize = 32
-    static let maxEntries = 64
-    static let maxSize = headerSize + maxEntries * entrySize + macSize + checksumSize
+    public static let version: UInt8 = 2
+    /// Bytes before the first entry (format 2).
+    public static let headerSize = 212
+    package static let wrappedSize = 32 + KeyWrap.overhead
+    package static let sealedSize = 32 + KeySealing.overhead
+    package static let entrySize = 1 + 4 + wrappedSize + wrappedSize + sealedSize
+    /// Bytes of the device-secret identifier.
+    public static let deviceSecretIDSize = 16
+    /// Bytes of the MAC after the entries.
+    public static let macSize = 32
+    /// Bytes of the checksum that ends the file.
+    public static let checksumSize = 32
+    package static let maxEntries = 64
+    package static let maxSize = headerSize + maxEntries * entrySize + macSize + checksumSize
     /// Format 1's header and entry sizes.
-    static let v1HeaderSize = 92, v1EntrySize = 1 + 4 + 32 + wrappedSize + sealedSize
+    package static let v1HeaderSize = 92, v1EntrySize = 1 + 4 + 32 + wrappedSize + sealedSize
 
     /// 1 when read from a v1 file (until the next write), else 2.
-    var version: UInt8 = Self.version
-    var domainID: DomainID
-    var kdf: Argon2Parameters
-    var salt: [UInt8]
-    var recoveryPublicKey: [UInt8]
+    public var version: UInt8
+    /// The domain the keybag belongs to, bound into every entry's wrapping.
+    public var domainID: DomainID
+    /// The Argon2id parameters of the passphrase KEK.
+    public var kdf: Argon2Parameters
+    /// The Argon2id salt (16 bytes).
+    public var salt: [UInt8]
+    /// The recovery key's X25519 public key, to which every entry is also sealed.
+    public var recoveryPublicKey: [UInt8]
     /// The identifier of the device secret whose MAC key sealed this keybag (v2; zero until the first write).
-    var deviceSecretID: [UInt8] = [UInt8](repeating: 0, count: Self.deviceSecretIDSize)
+    public var deviceSecretID: [UInt8]
     /// Nil for a v1 keybag, or one upgraded from v1 without the recovery key at hand: `recover` then mints fresh keys.
-    var recoveryAuthentication: RecoveryAuthentication?
-    var entries: [KeybagEntry]
+    public var recoveryAuthentication: RecoveryAuthentication?
+    /// Every generation of every class key, in file order.
+    public var entries: [KeybagEntry]
+
+    /// Contents from their fields (nothing is checked: `parse` validates, the keybag's MAC authenticates).
+    public init(
+        version: UInt8 = KeybagContents.version, domainID: DomainID, kdf: Argon2Parameters, salt: [UInt8], recoveryPublicKey: [UInt8],
+        deviceSecretID: [UInt8] = [UInt8](repeating: 0, count: KeybagContents.deviceSecretIDSize), recoveryAuthentication: RecoveryAuthentication? = nil,
+        entries: [KeybagEntry]
+    ) {
+        self.version = version
+        self.domainID = domainID
+        self.kdf = kdf
+        self.salt = salt
+        self.recoveryPublicKey = recoveryPublicKey
+        self.deviceSecretID = deviceSecretID
+        self.recoveryAuthentication = recoveryAuthentication
+        self.entries = entries
+    }
 
     /// The highest generation of `c`: what new files are wrapped with.
-    func current(_ c: ProtectionClass) -> KeybagEntry? {
+    package func current(_ c: ProtectionClass) -> KeybagEntry? {
         entries.filter { $0.protectionClass == c }.max { $0.generation < $1.generation }
     }
 
     /// The entry for generation `g` of `c`, if the keybag holds it.
-    func entry(_ c: ProtectionClass, _ g: UInt32) -> KeybagEntry? {
+    package func entry(_ c: ProtectionClass, _ g: UInt32) -> KeybagEntry? {
         entries.first { $0.protectionClass == c && $0.generation == g }
     }
 
     /// Associated data of an entry's wrapping: binds it to this format, domain, class, generation and purpose.
-    static func entryAD(_ id: DomainID, _ c: ProtectionClass, _ g: UInt32, recovery: Bool) -> [UInt8] {
+    package static func entryAD(_ id: DomainID, _ c: ProtectionClass, _ g: UInt32, recovery: Bool) -> [UInt8] {
         entryAD(id, c, g, purpose: recovery ? 2 : 1)
     }
 
     /// Associated data of class B's wrapped public key (purpose 3).
-    static func publicKeyAD(_ id: DomainID, _ c: ProtectionClass, _ g: UInt32) -> [UInt8] { entryAD(id, c, g, purpose: 3) }
+    package static func publicKeyAD(_ id: DomainID, _ c: ProtectionClass, _ g: UInt32) -> [UInt8] { entryAD(id, c, g, purpose: 3) }
 
     private static func entryAD(_ id: DomainID, _ c: ProtectionClass, _ g: UInt32, purpose: UInt8) -> [UInt8] {
         var b = Array("dp-keybag-v1".utf8) + id.bytes + [c.rawValue]
@@ -105,14 +152,14 @@ struct KeybagContents: Equatable, Sendable {
     }
 
     /// Associated data of the wrapped recovery authentication key.
-    static func recoveryKeyAD(_ id: DomainID) -> [UInt8] { Array("dp-keybag-v2-recovery-key".utf8) + id.bytes }
+    package static func recoveryKeyAD(_ id: DomainID) -> [UInt8] { Array("dp-keybag-v2-recovery-key".utf8) + id.bytes }
 
     /// What the recovery MAC covers: everything `recover` uses from the keybag.
     ///
     /// The domain, the recovery public key, the Argon2id parameters and every entry's class,
     /// generation and recovery seal, in file order (which is canonical: sorted, no duplicates),
     /// so no entry can be added, removed, swapped or replaced.
-    func recoverySection() -> [UInt8] {
+    package func recoverySection() -> [UInt8] {
         var b = Array("dp-keybag-v2-recovery".utf8) + domainID.bytes + recoveryPublicKey
         b.appendBE(kdf.opsLimit)
         b.appendBE(kdf.memLimit)
@@ -126,7 +173,7 @@ struct KeybagContents: Equatable, Sendable {
     }
 
     /// Every byte the MAC covers, in this contents' version.
-    func body() -> [UInt8] {
+    public func body() -> [UInt8] {
         let zeros = { (n: Int) in [UInt8](repeating: 0, count: n) }
         var b = Self.magic + [version, version == 1 || recoveryAuthentication == nil ? 0 : 1]
         b.appendBE(UInt16(entries.count))
@@ -152,7 +199,7 @@ struct KeybagContents: Equatable, Sendable {
 
     /// Parses a whole keybag file (v2, or v1) into its contents, the bytes its MAC covers, and the MAC.
     /// - Throws: `.corruptKeybag` (message without a path; the caller adds it), `.unsupportedVersion`.
-    static func parse(_ bytes: [UInt8]) throws(ProtectionError) -> (contents: KeybagContents, body: ArraySlice<UInt8>, mac: [UInt8]) {
+    public static func parse(_ bytes: [UInt8]) throws(ProtectionError) -> (contents: KeybagContents, body: ArraySlice<UInt8>, mac: [UInt8]) {
         guard bytes.count >= 8, Array(bytes[0..<8]) == magic else { throw corrupt("it is not a keybag (no keybag magic)") }
         guard bytes.count >= v1HeaderSize + macSize + checksumSize else { throw corrupt("it is truncated (\(bytes.count) bytes)") }
         let v = bytes[8]
@@ -206,11 +253,12 @@ struct KeybagContents: Equatable, Sendable {
     }
 
     /// The unkeyed BLAKE2b-256 checksum of `bytes`.
-    static func checksum(_ bytes: ArraySlice<UInt8>) throws(ProtectionError) -> [UInt8] {
+    public static func checksum(_ bytes: ArraySlice<UInt8>) throws(ProtectionError) -> [UInt8] {
         try bytes.withUnsafeBytes { b in Result { () throws(ProtectionError) in try crypto { () throws(CryptoError) in try GenericHash.hash(b) } } }.get()
     }
 
-    static func corrupt(_ what: String) -> ProtectionError {
+    /// The `.corruptKeybag` error saying `what` is wrong, and the fix.
+    package static func corrupt(_ what: String) -> ProtectionError {
         ProtectionError(.corruptKeybag, "the keybag is corrupt (\(what)); restore it from a backup, or run `dpctl recover` with the recovery key")
     }
 }

@@ -1,6 +1,8 @@
-// An in-memory FileIO holding one file, so fuzz inputs never touch the disk.
+// The protected-file fuzz harness, shared by the FuzzHeader and FuzzChunks targets (Fuzz/, through this
+// target's product) and FuzzRegressionTests: an in-memory FileIO holding one file, so fuzz inputs never
+// touch the disk, the fixed fuzz keys, and the read oracle.
 import SystemLayer
-@testable import DataProtection  // ProtectedFiles(keys:io:) is the package-level fault-injection seam
+import DataProtection  // ProtectedFiles(keys:io:) is the package-level fault-injection seam (this target is in the root package)
 import ProtectionCrypto
 import Synchronization
 
@@ -72,6 +74,11 @@ public func openAndRead(_ bytes: [UInt8], keys: InMemoryClassKeys) -> Result<[UI
     } catch {
         preconditionFailure("an error that is not a ProtectionError: \(error)")
     }
+}
+
+/// Reads the header of `bytes` as `ProtectedFiles.info` does: its info, or the typed error.
+public func readInfo(_ bytes: [UInt8], keys: InMemoryClassKeys) -> Result<ProtectedFileInfo, ProtectionError> {
+    Result { () throws(ProtectionError) in try ProtectedFiles(keys: keys, io: MemoryFileIO(bytes)).info("/fuzz") }
 }
 
 /// Valid protected files of several sizes and both ciphers, written with `fuzzKeys()`.

@@ -8,7 +8,7 @@ import ProtectionCrypto
 /// today has a nonce budget that a writer can reach (FORMAT.md §7).
 /// AES-256-GCM with 96-bit nonces under the file's content key is read, and
 /// appended to, only in the version-1 files that already use it.
-package enum ChunkCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+public enum ChunkCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// XChaCha20-Poly1305, 24-byte random nonces: versions 1 and 2.
     case xchacha20poly1305 = 1
     /// AES-256-GCM, 12-byte random nonces under the content key: version 1 only (2^32 seals per file key).
@@ -17,23 +17,24 @@ package enum ChunkCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible
     case aes256gcmExtended = 3
 
     /// The construction new files get for `algorithm`.
-    package static func forNewFiles(_ algorithm: AEADCipher) -> ChunkCipher {
+    public static func forNewFiles(_ algorithm: AEADCipher) -> ChunkCipher {
         algorithm == .aes256gcm ? .aes256gcmExtended : .xchacha20poly1305
     }
 
     /// The algorithm, as `ProtectedFileInfo` and handles report it.
-    var algorithm: AEADCipher { self == .xchacha20poly1305 ? .xchacha20poly1305 : .aes256gcm }
+    public var algorithm: AEADCipher { self == .xchacha20poly1305 ? .xchacha20poly1305 : .aes256gcm }
 
-    var nonceMode: AEADNonceMode { self == .aes256gcmExtended ? .extended : .direct }
+    /// How the chunk nonces are used with the algorithm: directly, or extended (a subkey per key nonce).
+    public var nonceMode: AEADNonceMode { self == .aes256gcmExtended ? .extended : .direct }
 
     /// Nonce bytes at the start of every chunk.
-    var nonceSize: Int { self == .aes256gcmExtended ? AEADNonceMode.extendedNonceSize : algorithm.nonceSize }
+    public var nonceSize: Int { self == .aes256gcmExtended ? AEADNonceMode.extendedNonceSize : algorithm.nonceSize }
 
     /// Bytes each chunk adds to its plaintext: nonce and tag (40, 28 or 40).
-    package var overhead: Int { nonceSize + AEADCipher.tagSize }
+    public var overhead: Int { nonceSize + AEADCipher.tagSize }
 
     /// Whether a header of format `version` may name this construction.
-    func isAllowed(inVersion version: UInt8) -> Bool {
+    public func isAllowed(inVersion version: UInt8) -> Bool {
         switch self {
         case .xchacha20poly1305: return true
         case .aes256gcm: return version == 1
@@ -41,5 +42,6 @@ package enum ChunkCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible
         }
     }
 
-    package var description: String { self == .aes256gcmExtended ? "AES-256-GCM (extended nonces)" : algorithm.description }
+    /// The construction's name, as messages and `ProtectedFileInfo` show it.
+    public var description: String { self == .aes256gcmExtended ? "AES-256-GCM (extended nonces)" : algorithm.description }
 }

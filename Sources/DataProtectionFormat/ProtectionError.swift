@@ -1,6 +1,13 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ProtectionCrypto
 
-/// The one error type of the DataProtection module.
+/// The one error type of the library: DataProtection throws it, and re-exports it from here.
+///
+/// It is defined in the format module, the lowest module that throws it (a
+/// header, keybag or domain identifier that does not parse), so a parse error
+/// reaches the caller with the same code and message it has always had.
 ///
 /// `code` is what a program switches on; `message` is what a person reads: it
 /// names the file and the fix. `underlying` keeps the cause (an errno, a
@@ -79,52 +86,14 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         self.underlying = underlying
     }
 
+    /// The message, as `message`.
     public var description: String { message }
-
-    /// The same error, re-attributed to `path` with the message prefixed as
-    /// "unable to <action> '<path>': …" unless it already names a file.
-    func about(_ path: String, _ action: String) -> ProtectionError {
-        guard self.path == nil else { return self }
-        return ProtectionError(code, "unable to \(action) '\(path)': \(message)", path: path, underlying: underlying)
-    }
-
-    /// The same error told about `path` instead of a temporary file standing in for it:
-    /// "unable to <action> '<path>': <reason>" (the cause stays in `underlying`).
-    func retargeted(_ path: String, _ action: String) -> ProtectionError {
-        guard let p = self.path, p != path else { return self }
-        var reason = message
-        if let r = message.firstRange(of: "'\(p)': ") { reason = String(message[r.upperBound...]) }
-        return ProtectionError(code, "unable to \(action) '\(path)': \(reason)", path: path, underlying: underlying ?? self)
-    }
-
-    /// Wraps an errno from a system call on `path`.
-    static func errno(_ err: Int32, _ action: String, _ path: String) -> ProtectionError {
-        let fix: String
-        switch err {
-        case ENOENT: return ProtectionError(.notFound, "unable to \(action) '\(path)': no such file or directory", path: path)
-        case EEXIST: return ProtectionError(.alreadyExists, "unable to \(action) '\(path)': it already exists; remove it or choose another name", path: path)
-        case EACCES, EPERM: fix = "; check its owner and permissions"
-        case ENOSPC: fix = "; free some space on its filesystem"
-        case EROFS: fix = "; its filesystem is mounted read-only; remount it read-write (`mount -o remount,rw`) or use a writable location"
-        case EDQUOT: fix = "; the disk quota is exhausted"
-        default: fix = ""
-        }
-        return ProtectionError(.io(err), "unable to \(action) '\(path)': \(String(cString: strerror(err)))\(fix)", path: path)
-    }
-
-    /// Translates a crypto failure met while working on `path`.
-    static func crypto(_ e: CryptoError, _ action: String, _ path: String) -> ProtectionError {
-        switch e.code {
-        case .authenticationFailed:
-            return ProtectionError(.authenticationFailed, "unable to \(action) '\(path)': authentication failed; the file was modified, truncated or damaged; restore it from a backup", path: path, underlying: e)
-        case .unsupportedCipher:
-            return ProtectionError(.unsupportedCipher, "unable to \(action) '\(path)': \(e.message)", path: path, underlying: e)
-        default:
-            return ProtectionError(.io(EIO), "unable to \(action) '\(path)': \(e.message)", path: path, underlying: e)
-        }
-    }
 }
 
-#if canImport(Glibc)
-import Glibc
-#endif
+/// Runs a crypto step, turning its failure into a `ProtectionError`.
+@inline(__always)
+package func crypto<R: ~Copyable>(_ body: () throws(CryptoError) -> R) throws(ProtectionError) -> R {
+    do { return try body() } catch {
+        throw ProtectionError(error.code == .outOfMemory ? .io(ENOMEM) : .io(EIO), error.message, underlying: error)
+    }
+}

@@ -1,4 +1,3 @@
-import SystemLayer
 import ProtectionCrypto
 
 /// The byte layout of the rollback journal (FORMAT.md §6.7): pure encoding and checking, no I/O.
@@ -8,29 +7,32 @@ import ProtectionCrypto
 /// checksum chained to the header's, so a torn or stale tail is recognised
 /// and recovery needs no key. It holds ciphertext only: the old (or, for a
 /// truncate, new) sealed bytes of chunks exactly as they are on disk.
-enum JournalFormat {
-    static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x4A, 0x0D, 0x0A, 0x1A, 0x0A]  // "\x89DPJ\r\n\x1a\n"
+public enum JournalFormat {
+    /// The journal magic, bytes 0..<8.
+    public static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x4A, 0x0D, 0x0A, 0x1A, 0x0A]  // "\x89DPJ\r\n\x1a\n"
     /// The version writers write: 2 binds the journal to a hash of the data file's whole header.
-    static let version: UInt8 = 2
+    public static let version: UInt8 = 2
     /// Header bytes of the current version: 80 bytes of fields, then their 32-byte checksum.
-    static let headerSize = 112
+    public static let headerSize = 112
     /// Header bytes of version 1 (bound by file identifier only): 64 bytes of fields, then their checksum.
-    static let version1HeaderSize = 96
+    public static let version1HeaderSize = 96
     /// Record bytes before the payload: type, 3 zero bytes, payload length (4), file offset (8).
-    static let recordHeadSize = 16
-    static let checksumSize = 32
+    public static let recordHeadSize = 16
+    /// Bytes of every checksum (BLAKE2b-256).
+    public static let checksumSize = 32
     /// The largest payload a record may carry: one 16 MiB chunk and its overhead.
-    static let maxPayload = (1 << 24) + 64
+    public static let maxPayload = (1 << 24) + 64
 
     /// What recovery does with a hot journal.
-    enum Kind: UInt8, Sendable {
+    public enum Kind: UInt8, Sendable {
         /// Undo records: put them back and cut the file to the committed size.
         case rollback = 1
         /// A truncate in flight: roll forward (redo records) if the file already has the target size, else back.
         case truncate = 2
     }
 
-    enum RecordType: UInt8, Sendable {
+    /// What a record holds.
+    public enum RecordType: UInt8, Sendable {
         /// The bytes at `offset` as of the last commit.
         case undo = 1
         /// The bytes at `offset` once a truncate is complete.
@@ -38,17 +40,17 @@ enum JournalFormat {
     }
 
     /// Which data file a journal applies to.
-    enum Binding: Equatable, Sendable {
+    public enum Binding: Equatable, Sendable {
         /// Version 1 (read, never written): the data file's 16-byte identifier (FORMAT.md §3.1).
         case fileID([UInt8])
         /// Version 2: BLAKE2b-256 of the data file's whole 176-byte header, as on disk.
         case headerHash([UInt8])
 
         /// The binding of the current version for a data file whose header bytes are `dataHeader`.
-        static func of(_ dataHeader: [UInt8]) throws(CryptoError) -> Binding { .headerHash(try checksum(dataHeader)) }
+        public static func of(_ dataHeader: [UInt8]) throws(CryptoError) -> Binding { .headerHash(try checksum(dataHeader)) }
 
         /// Whether a data file whose first bytes are `dataHeader` (at least 176 of them) is the one bound.
-        func matches(_ dataHeader: [UInt8]) -> Bool {
+        public func matches(_ dataHeader: [UInt8]) -> Bool {
             guard dataHeader.count >= FileHeader.size else { return false }
             switch self {
             case .fileID(let id): return Array(dataHeader[24..<40]) == id
@@ -57,32 +59,54 @@ enum JournalFormat {
         }
     }
 
-    struct Header: Equatable, Sendable {
-        var kind: Kind
+    /// A journal's header: what recovery does, to which file, and the sizes it restores.
+    public struct Header: Equatable, Sendable {
+        /// What recovery does with the journal.
+        public var kind: Kind
         /// The data file the journal applies to, and through it the header's version.
-        var binding: Binding
+        public var binding: Binding
         /// The data file's size on disk as of the last commit.
-        var committedSize: Int64
+        public var committedSize: Int64
         /// For `.truncate`: the size on disk once the truncate is complete; else 0.
-        var targetSize: Int64
+        public var targetSize: Int64
         /// 8 random bytes, fresh for every journal: records chain to this journal's header only.
-        var generation: [UInt8]
+        public var generation: [UInt8]
+
+        /// A header from its fields (nothing is checked: `parseHeader` validates).
+        public init(kind: Kind, binding: Binding, committedSize: Int64, targetSize: Int64, generation: [UInt8]) {
+            self.kind = kind
+            self.binding = binding
+            self.committedSize = committedSize
+            self.targetSize = targetSize
+            self.generation = generation
+        }
 
         /// Where the first record starts: the header's size in its version.
-        var size: Int {
+        public var size: Int {
             if case .fileID = binding { return version1HeaderSize }
             return headerSize
         }
     }
 
-    struct RecordHead: Equatable, Sendable {
-        var type: RecordType
-        var length: Int
-        var offset: Int64
+    /// The fixed part of a record, before its payload and checksum.
+    public struct RecordHead: Equatable, Sendable {
+        /// Undo or redo.
+        public var type: RecordType
+        /// Payload bytes: one sealed chunk as on disk.
+        public var length: Int
+        /// Where in the data file the payload belongs.
+        public var offset: Int64
+
+        /// A record head from its fields (nothing is checked: `parseHead` validates).
+        public init(type: RecordType, length: Int, offset: Int64) {
+            self.type = type
+            self.length = length
+            self.offset = offset
+        }
     }
 
     /// The header bytes, checksum included (version 2; version 1 for a `.fileID` binding, which only tests write).
-    static func encode(_ h: Header) throws(CryptoError) -> [UInt8] {
+    public static func encode(_ h: Header) throws(CryptoError) -> [UInt8] {
         var b = magic
         switch h.binding {
         case .fileID(let id):
@@ -98,7 +122,7 @@ enum JournalFormat {
     }
 
     /// The header at the start of `b` and its checksum, or nil when it is not a valid version-2 (or version-1) header.
-    static func parseHeader(_ b: [UInt8]) -> (Header, checksum: [UInt8])? {
+    public static func parseHeader(_ b: [UInt8]) -> (Header, checksum: [UInt8])? {
         guard b.count >= version1HeaderSize, Array(b[0..<8]) == magic, let kind = Kind(rawValue: b[9]), b[10..<16].allSatisfy({ $0 == 0 }) else { return nil }
         let bindingSize: Int
         switch b[8] {
@@ -127,7 +151,7 @@ enum JournalFormat {
     /// redo record the new last chunk of a truncate (ending at the target size). Anything else
     /// (an offset in the header, between chunks or past the end, a length that is no chunk's)
     /// comes from a forged or buggy journal, which recovery refuses whole.
-    static func problem(with r: RecordHead, in h: Header, layout: ChunkLayout) -> String? {
+    public static func problem(with r: RecordHead, in h: Header, layout: ChunkLayout) -> String? {
         let start = Int64(layout.headerSize), stride = Int64(layout.stride), length = Int64(r.length)
         guard r.offset >= start else { return "a record at offset \(r.offset), inside the header" }
         guard (r.offset - start) % stride == 0 else { return "a record at offset \(r.offset), not where a chunk starts" }
@@ -140,7 +164,7 @@ enum JournalFormat {
     }
 
     /// Why the sizes in `h` fit no file laid out as `layout`, or nil.
-    static func problem(with h: Header, layout: ChunkLayout) -> String? {
+    public static func problem(with h: Header, layout: ChunkLayout) -> String? {
         for size in h.kind == .truncate ? [h.committedSize, h.targetSize] : [h.committedSize] {
             guard size <= layout.fileSize(forPlaintextSize: ChunkLayout.maxPlaintextSize), layout.plaintextSize(forFileSize: size) != nil else {
                 return "a size of \(size) bytes that no protected file of its layout has"
@@ -149,11 +173,13 @@ enum JournalFormat {
         return nil
     }
 
-    static func encodeHead(_ r: RecordHead) -> [UInt8] {
+    /// The 16 bytes of a record head.
+    public static func encodeHead(_ r: RecordHead) -> [UInt8] {
         [r.type.rawValue, 0, 0, 0] + bigEndian(UInt32(r.length)) + bigEndian(UInt64(r.offset))
     }
 
-    static func parseHead(_ b: [UInt8]) -> RecordHead? {
+    /// The record head at the start of `b`, or nil when it is not one a writer writes.
+    public static func parseHead(_ b: [UInt8]) -> RecordHead? {
         guard b.count >= recordHeadSize, let type = RecordType(rawValue: b[0]), b[1] == 0, b[2] == 0, b[3] == 0 else { return nil }
         let length = Int(readBigEndian(b, 4, width: 4)), offset = Int64(bitPattern: readBigEndian(b, 8))
         guard length > 0, length <= maxPayload, offset >= 0 else { return nil }
@@ -161,43 +187,25 @@ enum JournalFormat {
     }
 
     /// A record's checksum: BLAKE2b-256(header checksum ‖ record head ‖ payload).
-    static func recordChecksum(chain: [UInt8], head: [UInt8], payload: UnsafeRawBufferPointer) throws(CryptoError) -> [UInt8] {
+    public static func recordChecksum(chain: [UInt8], head: [UInt8], payload: UnsafeRawBufferPointer) throws(CryptoError) -> [UInt8] {
         try chain.span.bytes.withUnsafeBytes { (c) throws(CryptoError) in
             try head.span.bytes.withUnsafeBytes { (h) throws(CryptoError) in try GenericHash.hash(c, h, payload) }
         }
     }
 
-    static func checksum(_ b: [UInt8]) throws(CryptoError) -> [UInt8] {
+    /// The unkeyed BLAKE2b-256 of `b`.
+    public static func checksum(_ b: [UInt8]) throws(CryptoError) -> [UInt8] {
         try b.span.bytes.withUnsafeBytes { (p) throws(CryptoError) in try GenericHash.hash(p) }
     }
 
-    static func bigEndian(_ v: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: v >> (56 - 8 * $0)) } }
-    static func bigEndian(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - 8 * $0)) } }
-    static func readBigEndian(_ b: [UInt8], _ at: Int, width: Int = 8) -> UInt64 {
+    /// `v` as 8 big-endian bytes.
+    package static func bigEndian(_ v: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: v >> (56 - 8 * $0)) } }
+    /// `v` as 4 big-endian bytes.
+    package static func bigEndian(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - 8 * $0)) } }
+    /// The big-endian integer of `width` bytes at `at`.
+    package static func readBigEndian(_ b: [UInt8], _ at: Int, width: Int = 8) -> UInt64 {
         var v: UInt64 = 0
         for i in 0..<width { v = v << 8 | UInt64(b[at + i]) }
         return v
-    }
-}
-
-/// The path of the rollback journal of the protected file at `path`: `.<name>.dpjournal` in the same directory.
-func journalPath(for path: String) -> String {
-    let u = path.utf8
-    guard let slash = u.lastIndex(of: UInt8(ascii: "/")) else { return ".\(path).dpjournal" }
-    return "\(String(decoding: u[..<slash], as: UTF8.self))/.\(String(decoding: u[u.index(after: slash)...], as: UTF8.self)).dpjournal"
-}
-
-extension FileIO {
-    /// Up to `count` bytes at `offset` (fewer only at end of file).
-    func readBytes(_ fd: Int32, count: Int, at offset: Int64) throws(SystemError) -> [UInt8] {
-        var failure: SystemError?
-        let bytes = [UInt8](unsafeUninitializedCapacity: count) { b, n in
-            do throws(SystemError) { n = try readFully(fd, into: UnsafeMutableRawBufferPointer(b), at: offset) } catch {
-                failure = error
-                n = 0
-            }
-        }
-        if let failure { throw failure }
-        return bytes
     }
 }

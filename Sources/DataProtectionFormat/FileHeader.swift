@@ -9,50 +9,80 @@ import Glibc
 /// Encoding and parsing here are pure: no I/O and no keys. Authentication of
 /// the header happens in `FileKeys` (the key wrap binds the fixed fields; the
 /// header MAC binds every byte).
-struct FileHeader: Equatable, Sendable {
-    static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x46, 0x0D, 0x0A, 0x1A, 0x0A]  // "\x89DPF\r\n\x1a\n"
+public struct FileHeader: Equatable, Sendable {
+    /// The protected-file magic, bytes 0..<8.
+    public static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x46, 0x0D, 0x0A, 0x1A, 0x0A]  // "\x89DPF\r\n\x1a\n"
     /// The version new files get: 2, whose ciphers have no reachable nonce budget (FORMAT.md §7, §9).
-    static let currentVersion: UInt8 = 2
+    public static let currentVersion: UInt8 = 2
     /// Versions this implementation reads (and writes in place: a file keeps its version).
-    static let readableVersions: ClosedRange<UInt8> = 1...2
+    public static let readableVersions: ClosedRange<UInt8> = 1...2
     /// Bytes 0..<40: the fixed fields, also the associated data of the key wrap.
-    static let fixedSize = 40
+    public static let fixedSize = 40
     /// Room for the wrapped per-file key: the largest wrapping (class B's sealing).
-    static let wrappedKeySlot = KeySealing.overhead + 32  // 104
-    static let macSize = 32
+    public static let wrappedKeySlot = KeySealing.overhead + 32  // 104
+    /// Bytes of the header MAC (keyed BLAKE2b-256).
+    public static let macSize = 32
     /// Total header size, for every class and version.
-    static let size = fixedSize + wrappedKeySlot + macSize  // 176
-    static let minChunkShift: UInt8 = 12
-    static let maxChunkShift: UInt8 = 24
+    public static let size = fixedSize + wrappedKeySlot + macSize  // 176
+    /// The smallest chunk size, as a power of two (4 KiB).
+    public static let minChunkShift: UInt8 = 12
+    /// The largest chunk size, as a power of two (16 MiB).
+    public static let maxChunkShift: UInt8 = 24
     /// Feature flags this implementation understands (none in versions 1 and 2).
-    static let knownFlags: UInt32 = 0
+    public static let knownFlags: UInt32 = 0
 
-    var version: UInt8 = FileHeader.currentVersion
-    var protectionClass: ProtectionClass
-    var cipher: ChunkCipher
-    var chunkShift: UInt8
-    var flags: UInt32 = 0
-    var classKeyGeneration: UInt32
-    var fileID: [UInt8]  // 16 random bytes
-    var wrappedKey: [UInt8]  // KeyWrap (A, C, D) or KeySealing (B) output
-    var mac: [UInt8] = [UInt8](repeating: 0, count: macSize)
+    /// The format version (byte 8).
+    public var version: UInt8
+    /// The class whose key wraps the per-file key (byte 9).
+    public var protectionClass: ProtectionClass
+    /// The chunk construction (byte 10).
+    public var cipher: ChunkCipher
+    /// The chunk size as a power of two (byte 11).
+    public var chunkShift: UInt8
+    /// Feature flags (bytes 12..<16); none are defined.
+    public var flags: UInt32
+    /// The generation of the class key that wrapped the per-file key (bytes 20..<24).
+    public var classKeyGeneration: UInt32
+    /// The file's 16 random identifier bytes (bytes 24..<40).
+    public var fileID: [UInt8]
+    /// The wrapped per-file key: `KeyWrap` (classes A, C, D) or `KeySealing` (class B) output.
+    public var wrappedKey: [UInt8]
+    /// The header MAC over bytes 0..<144 (zero until the writer computes it).
+    public var mac: [UInt8]
 
-    var chunkSize: Int { 1 << Int(chunkShift) }
+    /// Plaintext bytes in a full chunk.
+    public var chunkSize: Int { 1 << Int(chunkShift) }
+
+    /// A header from its fields (nothing is checked: `parse` validates, `FileKeys` authenticates).
+    public init(
+        version: UInt8 = FileHeader.currentVersion, protectionClass: ProtectionClass, cipher: ChunkCipher, chunkShift: UInt8, flags: UInt32 = 0,
+        classKeyGeneration: UInt32, fileID: [UInt8], wrappedKey: [UInt8], mac: [UInt8] = [UInt8](repeating: 0, count: FileHeader.macSize)
+    ) {
+        self.version = version
+        self.protectionClass = protectionClass
+        self.cipher = cipher
+        self.chunkShift = chunkShift
+        self.flags = flags
+        self.classKeyGeneration = classKeyGeneration
+        self.fileID = fileID
+        self.wrappedKey = wrappedKey
+        self.mac = mac
+    }
 
     /// The expected wrapped-key length for a class.
-    static func wrappedKeyLength(for c: ProtectionClass) -> Int {
+    public static func wrappedKeyLength(for c: ProtectionClass) -> Int {
         c.usesPublicKeySealing ? KeySealing.overhead + 32 : KeyWrap.overhead + 32
     }
 
     /// Bytes 0..<40: magic, version, class, cipher, chunk shift, flags, header size,
     /// wrapped-key length, class-key generation, file identifier.
-    func fixedBytes() -> [UInt8] { encoding(Self.fixedSize) }
+    public func fixedBytes() -> [UInt8] { encoding(Self.fixedSize) }
 
     /// Bytes 0..<144: what the header MAC covers (fixed fields and the zero-padded key slot).
-    func authenticatedBytes() -> [UInt8] { encoding(Self.fixedSize + Self.wrappedKeySlot) }
+    public func authenticatedBytes() -> [UInt8] { encoding(Self.fixedSize + Self.wrappedKeySlot) }
 
     /// The full 176-byte encoding.
-    func encoded() -> [UInt8] { encoding(Self.size) }
+    public func encoded() -> [UInt8] { encoding(Self.size) }
 
     /// The first `count` bytes of the encoding (40, 144 or 176), in one allocation (every open and create encodes).
     private func encoding(_ count: Int) -> [UInt8] {
@@ -81,7 +111,7 @@ struct FileHeader: Equatable, Sendable {
     /// still verify the key wrap and the MAC.
     /// - Throws: `.notProtected` (magic), `.unsupportedVersion`, `.unsupportedFeature`,
     ///   `.corruptHeader` (any field out of range); messages name no file (the caller adds it).
-    static func parse(_ bytes: [UInt8]) throws(ProtectionError) -> FileHeader {
+    public static func parse(_ bytes: [UInt8]) throws(ProtectionError) -> FileHeader {
         guard bytes.count >= 8, bytes.withUnsafeBytes({ b in magic.withUnsafeBytes { memcmp(b.baseAddress!, $0.baseAddress!, 8) == 0 } }) else {
             throw ProtectionError(.notProtected, "it is not a protected file (no protected-file magic); protect it with `dpctl protect`")
         }
@@ -120,11 +150,13 @@ struct FileHeader: Equatable, Sendable {
 }
 
 extension Array where Element == UInt8 {
-    mutating func appendBE<T: FixedWidthInteger>(_ v: T) {
+    /// Appends `v` in big-endian byte order.
+    package mutating func appendBE<T: FixedWidthInteger>(_ v: T) {
         Swift.withUnsafeBytes(of: v.bigEndian) { append(contentsOf: $0) }
     }
 
-    func readBE<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+    /// The big-endian integer at `offset`.
+    package func readBE<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
         var v: T = 0
         for i in 0..<MemoryLayout<T>.size { v = v << 8 | T(self[offset + i]) }
         return v

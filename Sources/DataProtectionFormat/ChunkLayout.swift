@@ -4,22 +4,33 @@
 /// is full, the last holds 1…chunkSize bytes (0 only when the file is empty).
 /// On disk each chunk is `nonce ‖ ciphertext ‖ tag`, so a full chunk takes
 /// `stride = chunkSize + overhead` bytes after the header.
-struct ChunkLayout: Equatable, Sendable {
-    let headerSize: Int
-    let chunkSize: Int
-    let overhead: Int
-    var stride: Int { chunkSize + overhead }
+public struct ChunkLayout: Equatable, Sendable {
+    /// Bytes before the first chunk.
+    public let headerSize: Int
+    /// Plaintext bytes in a full chunk.
+    public let chunkSize: Int
+    /// Bytes each chunk adds to its plaintext (nonce and tag).
+    public let overhead: Int
+    /// Bytes a full chunk takes on disk.
+    public var stride: Int { chunkSize + overhead }
+
+    /// The layout of a body after a header of `headerSize` bytes, with chunks of `chunkSize` plaintext bytes plus `overhead`.
+    public init(headerSize: Int, chunkSize: Int, overhead: Int) {
+        self.headerSize = headerSize
+        self.chunkSize = chunkSize
+        self.overhead = overhead
+    }
 
     /// Largest plaintext a v1 file may hold: 2^48 bytes (256 TiB).
-    static let maxPlaintextSize: Int64 = 1 << 48
+    public static let maxPlaintextSize: Int64 = 1 << 48
 
     /// Number of chunks for `size` plaintext bytes (at least one: an empty file has one empty chunk).
-    func chunkCount(forPlaintextSize size: Int64) -> Int64 {
+    public func chunkCount(forPlaintextSize size: Int64) -> Int64 {
         size == 0 ? 1 : (size + Int64(chunkSize) - 1) / Int64(chunkSize)
     }
 
     /// Bytes on disk for `size` plaintext bytes.
-    func fileSize(forPlaintextSize size: Int64) -> Int64 {
+    public func fileSize(forPlaintextSize size: Int64) -> Int64 {
         Int64(headerSize) + size + chunkCount(forPlaintextSize: size) * Int64(overhead)
     }
 
@@ -28,7 +39,7 @@ struct ChunkLayout: Equatable, Sendable {
     /// Invalid sizes: shorter than a header plus one empty chunk; a trailing
     /// partial chunk that cannot even hold nonce and tag; a trailing chunk with
     /// zero plaintext bytes after full chunks (never written by a conforming writer).
-    func plaintextSize(forFileSize fileSize: Int64) -> Int64? {
+    public func plaintextSize(forFileSize fileSize: Int64) -> Int64? {
         let body = fileSize - Int64(headerSize)
         guard body >= Int64(overhead) else { return nil }
         let full = body / Int64(stride)
@@ -40,14 +51,14 @@ struct ChunkLayout: Equatable, Sendable {
     }
 
     /// File offset where chunk `index` starts.
-    func offset(ofChunk index: Int64) -> Int64 { Int64(headerSize) + index * Int64(stride) }
+    public func offset(ofChunk index: Int64) -> Int64 { Int64(headerSize) + index * Int64(stride) }
 
     /// Plaintext bytes in chunk `index` of a file holding `size` bytes.
-    func plaintextLength(ofChunk index: Int64, plaintextSize size: Int64) -> Int {
+    public func plaintextLength(ofChunk index: Int64, plaintextSize size: Int64) -> Int {
         let start = index * Int64(chunkSize)
         return Int(max(0, min(Int64(chunkSize), size - start)))
     }
 
     /// The chunk holding plaintext byte `offset`.
-    func chunkIndex(containing offset: Int64) -> Int64 { offset / Int64(chunkSize) }
+    public func chunkIndex(containing offset: Int64) -> Int64 { offset / Int64(chunkSize) }
 }
