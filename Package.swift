@@ -51,11 +51,11 @@ let package = Package(
             dependencies: ["CKeyutils", .product(name: "Logging", package: "swift-log")],
             exclude: ["README.md"]),
         // NSFileCoordinator-style coordination; independent of the encryption.
-        .target(name: "FileCoordination", dependencies: ["CShims", "Locking", "PathSyntax", "SystemLayer"], exclude: ["README.md"]),
+        .target(name: "FileCoordination", dependencies: ["Locking", "PathSyntax", "SystemLayer"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
-                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking", "PathSyntax", "SystemLayer",
+                "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),

@@ -49,6 +49,17 @@ public protocol FileIO: Sendable {
     func identity(_ fd: Int32) throws(SystemError) -> (device: UInt64, inode: UInt64)
     /// `fstat(2)`'s type, link count and owner: what the owned-file open checks. Default in FileIO+OwnedFile.swift.
     func status(_ fd: Int32) throws(SystemError) -> FileStatus
+    /// `openat2(2)` of `path` relative to the open directory `directory`, `resolve` a `RESOLVE_*` mask; one call,
+    /// `EINTR` and `EAGAIN` left to the caller. Default in FileIO+Beneath.swift (like the three calls below).
+    func openat2(_ path: String, in directory: Int32, flags: Int32, mode: mode_t, resolve: UInt64) throws(SystemError) -> Int32
+    /// `mkdirat(2)` of `name` in the open directory `directory`.
+    func makeDirectory(_ name: String, in directory: Int32, mode: mode_t) throws(SystemError)
+    /// `unlinkat(2)` of `name` in `directory` (`AT_REMOVEDIR` when `isDirectory`).
+    func unlink(_ name: String, in directory: Int32, isDirectory: Bool) throws(SystemError)
+    /// `renameat(2)`, or `renameat2(RENAME_NOREPLACE)` (`EEXIST` instead of replacing) unless `replacing`.
+    func rename(_ name: String, in directory: Int32, to newName: String, in newDirectory: Int32, replacing: Bool) throws(SystemError)
+    /// `syncfs(2)` of the file system holding `fd`. Default in FileIO+FileSystem.swift.
+    func syncFileSystem(_ fd: Int32) throws(SystemError)
     /// The library's own error for `action` on `path` failing with `error` in one of the path calls above
     /// (`open`, `rename`, `unlink`), or nil for the plain errno report.
     ///

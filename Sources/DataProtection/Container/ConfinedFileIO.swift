@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 
 #if canImport(Glibc)
 import Glibc
@@ -19,7 +18,7 @@ struct ConfinedFileIO: FileIO {
     func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
         let fd = try confinement.open(path, flags: flags, mode: mode)
         if flags & O_ACCMODE != O_RDONLY, flags & O_DIRECTORY == 0 {
-            _ = dp_fcntl_lock(fd, dp_F_OFD_SETLK, Int16(F_RDLCK), Int16(SEEK_SET), 0, 0, nil)
+            _ = OFDLock.trySet(fd: fd, .shared, start: 0, length: 0)
         }
         return fd
     }

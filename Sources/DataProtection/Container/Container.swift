@@ -101,8 +101,8 @@ public final class Container: Sendable {
         for d in ContainerDirectory.allCases {
             do throws(SystemError) {
                 let fd = try c.open(d.relativePath, flags: Confinement.pathOnly | O_DIRECTORY)
-                defer { Glibc.close(fd) }
-                ids[try FileIdentity(fd: fd)] = d
+                defer { c.io.close(fd) }
+                ids[FileIdentity(try c.io.fullStatus(fd))] = d
             } catch {
                 throw ProtectionError(error.errno == ENOENT ? .notFound : .io(error.errno), "unable to open the container '\(absolute)': its '\(d.relativePath)' directory is missing or unusable; create the container with `Container.create(at:keys:)`", path: absolute)
             }

@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -94,10 +93,13 @@ enum DurableFile {
     /// Takes the exclusive OFD lock of `fd` (waiting, or not) and checks that `path` still names it.
     /// - Returns: false when another holds the lock (no wait) or `path` now names another file or none.
     static func lockOwned(_ fd: Int32, at path: String, wait: Bool) throws(SystemError) -> Bool {
-        while dp_fcntl_lock(fd, wait ? dp_F_OFD_SETLKW : dp_F_OFD_SETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 0, nil) != 0 {
-            if errno == EINTR { continue }
-            if errno == EAGAIN || errno == EACCES { return false }
-            throw SystemError(errno)
+        locking: while true {
+            switch wait ? OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) : OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 0) {
+            case .done: break locking
+            case .wouldBlock: return false
+            case .failed(EINTR): continue
+            case .failed(let code): throw SystemError(code)
+            }
         }
         var mine = stat(), named = stat()
         guard fstat(fd, &mine) == 0 else { throw SystemError(errno) }

@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -249,7 +248,7 @@ private final class DurableBatch {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw ProtectionError.errno(errno, "sync the file system of", path) }
             defer { Glibc.close(fd) }
-            guard dp_syncfs(fd) == 0 else { throw ProtectionError.errno(errno, "sync the file system of", path) }
+            do throws(SystemError) { try journal.io.syncFileSystem(fd) } catch { throw ProtectionError.errno(error.errno, "sync the file system of", path) }
         }
         for i in pending { try journal.append(i) }
         try journal.sync()
