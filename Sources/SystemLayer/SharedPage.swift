@@ -9,9 +9,9 @@ import Glibc
 /// Its words are read and written only through `AtomicWord64` (sequentially consistent), so no lock is needed
 /// between processes. The live lock's state page and the coordinator's presenter generation counter are both one.
 /// The mapping lasts as long as this object; take word addresses from `base` only while holding it.
-package final class SharedPage: @unchecked Sendable {  // the mapping is immutable after init; every access to it is atomic
+public final class SharedPage: @unchecked Sendable {  // the mapping is immutable after init; every access to it is atomic
     /// The start of the mapping (page-aligned).
-    package let base: UnsafeMutableRawPointer
+    public let base: UnsafeMutableRawPointer
     /// The mapping's length in bytes.
     package let size: Int
 
@@ -50,5 +50,5 @@ package final class SharedPage: @unchecked Sendable {  // the mapping is immutab
 
     /// The 64-bit word at byte `offset` (a multiple of 8 inside the page).
     @inlinable @inline(__always)
-    package func word(at offset: Int) -> AtomicWord64 { AtomicWord64((base + offset).assumingMemoryBound(to: UInt64.self)) }
+    public func word(at offset: Int) -> AtomicWord64 { AtomicWord64((base + offset).assumingMemoryBound(to: UInt64.self)) }
 }
