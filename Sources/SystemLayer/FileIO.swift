@@ -25,6 +25,9 @@ public protocol FileIO: Sendable {
     func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int
     /// `write(2)` at the descriptor's position: may write fewer bytes than asked. Default: `SystemFileIO`'s.
     func write(_ fd: Int32, from buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int
+    /// `lseek(2)`: moves the descriptor's position to `offset` from `whence` (`SEEK_SET`, `SEEK_CUR`, `SEEK_END`) and
+    /// returns the new position. Default: `SystemFileIO`'s.
+    func seek(_ fd: Int32, to offset: Int64, from whence: Int32) throws(SystemError) -> Int64
     /// `fsync(2)`.
     func fsync(_ fd: Int32) throws(SystemError)
     /// `ftruncate(2)`.
@@ -82,6 +85,12 @@ extension FileIO {
             if n >= 0 { return n }
             if errno != EINTR { throw SystemError(errno) }
         }
+    }
+
+    public func seek(_ fd: Int32, to offset: Int64, from whence: Int32) throws(SystemError) -> Int64 {
+        let position = lseek(fd, off_t(offset), whence)
+        guard position >= 0 else { throw SystemError(errno) }
+        return Int64(position)
     }
 
     public func refusal(_ error: SystemError, _ action: String, _ path: String) -> (any Error)? { nil }

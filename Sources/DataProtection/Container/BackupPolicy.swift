@@ -95,7 +95,7 @@ public enum BackupPolicy {
         let kind = st.st_mode & S_IFMT
         guard kind == S_IFREG || kind == S_IFDIR else { return false }
         let fd = try c.open(path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK | (kind == S_IFDIR ? O_DIRECTORY : 0), noSymlinks: true)
-        defer { Glibc.close(fd) }
+        defer { c.io.close(fd) }
         do throws(SystemError) {
             return try ExtendedAttributes.value(of: excludeAttribute, in: fd) == Array("1".utf8)
         } catch where error.errno == ENOTSUP { return false }
@@ -107,7 +107,7 @@ public enum BackupPolicy {
         let kind = st.st_mode & S_IFMT
         guard kind == S_IFREG || kind == S_IFDIR else { throw SystemError(EINVAL) }
         let fd = try c.open(path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK | (kind == S_IFDIR ? O_DIRECTORY : 0))
-        defer { Glibc.close(fd) }
+        defer { c.io.close(fd) }
         if excluded {
             try ExtendedAttributes.set(excludeAttribute, to: Array("1".utf8), in: fd)
         } else {

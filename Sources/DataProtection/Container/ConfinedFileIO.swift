@@ -52,9 +52,9 @@ struct ConfinedFileIO: FileIO {
         do throws(SystemError) { src = try confinement.open(source, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch where error.errno == ENOENT || error.errno == ELOOP {
             return  // a new file, or a symbolic link the replace will overwrite: nothing to keep
         }
-        defer { Glibc.close(src) }
+        defer { confinement.io.close(src) }
         let dst = try confinement.open(destination, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
-        defer { Glibc.close(dst) }
+        defer { confinement.io.close(dst) }
         try ExtendedAttributes.copyUserAttributes(from: src, to: dst)
     }
 }

@@ -14,8 +14,12 @@ import Locking
 final class InUseLock: Sendable {
     static let fileName = ".container.lock"
     private let fd: Locked<Int32>
+    private let io: any FileIO
 
-    private init(fd: Int32) { self.fd = Locked(fd) }
+    private init(fd: Int32, io: any FileIO) {
+        self.fd = Locked(fd)
+        self.io = io
+    }
 
     deinit { release() }
 
@@ -25,7 +29,7 @@ final class InUseLock: Sendable {
     ///   (clearing tmp at launch), then downgrade to shared atomically; skipped when others hold it.
     static func shared(_ confinement: Confinement, exclusiveFirst: (() throws(ProtectionError) -> Void)? = nil) throws(ProtectionError) -> InUseLock {
         let fd = try openLockFile(confinement)
-        let lock = InUseLock(fd: fd)
+        let lock = InUseLock(fd: fd, io: confinement.io)
         if let exclusiveFirst, OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 1) == .done {
             try exclusiveFirst()
         }
@@ -39,7 +43,7 @@ final class InUseLock: Sendable {
     /// Takes the lock exclusive; nil when another process holds it and `wait` is false.
     static func exclusive(_ confinement: Confinement, wait: Bool) throws(ProtectionError) -> InUseLock? {
         let fd = try openLockFile(confinement)
-        let lock = InUseLock(fd: fd)
+        let lock = InUseLock(fd: fd, io: confinement.io)
         while true {
             switch wait ? OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 1) : OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 1) {
             case .done: return lock
@@ -53,7 +57,7 @@ final class InUseLock: Sendable {
     /// Whether some process holds the container in use (a probe; takes nothing).
     static func isHeld(_ confinement: Confinement) throws(ProtectionError) -> Bool {
         let fd = try openLockFile(confinement)
-        defer { Glibc.close(fd) }
+        defer { confinement.io.close(fd) }
         switch OFDLock.isLocked(fd: fd, .exclusive, start: 0, length: 1) {
         case .done: return false
         case .wouldBlock: return true
@@ -74,7 +78,7 @@ final class InUseLock: Sendable {
     /// Drops the lock (closing its descriptor); idempotent.
     func release() {
         fd.withLock { fd in
-            if fd >= 0 { Glibc.close(fd) }
+            if fd >= 0 { io.close(fd) }
             fd = -1
         }
     }

@@ -131,7 +131,7 @@ public final class Preferences: Sendable {
         do throws(SystemError) { fd = try container.confinement.open(lockPath, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600) } catch {
             throw container.confinement.failure(error.errno, "lock", lockPath)
         }
-        defer { Glibc.close(fd) }
+        defer { container.confinement.io.close(fd) }
         switch OFDLock.waitSet(fd: fd, exclusive ? .exclusive : .shared, start: 0, length: 0) {  // retries EINTR
         case .done: return try body()
         case .wouldBlock: throw .errno(EAGAIN, "lock", lockPath)

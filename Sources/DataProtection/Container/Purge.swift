@@ -116,7 +116,7 @@ public enum Purge {
     /// Whether the file at `path` is open for writing through a container (a shared OFD lock on it).
     static func isBeingWritten(_ c: Confinement, _ path: String) throws(SystemError) -> Bool {
         let fd = try c.open(path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK, noSymlinks: true)
-        defer { Glibc.close(fd) }
+        defer { c.io.close(fd) }
         switch OFDLock.isLocked(fd: fd, .exclusive, start: 0, length: 0) {
         case .done: return false
         case .wouldBlock: return true

@@ -79,14 +79,16 @@ public final class LiveLock: Sendable {
     deinit { listener.stop() }
 
     static func defaultRuntimeRoot() -> String {
-        if let x = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), !x.isEmpty, access(x, W_OK) == 0 { return "\(x)/dataprotection" }
+        if let x = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), !x.isEmpty, io.isWritable(x) { return "\(x)/dataprotection" }
         return "/tmp/dataprotection-\(getuid())"
     }
 
     static func makePrivateDirectory(_ d: String) throws(ProtectionError) {
-        if mkdir(d, 0o700) != 0 && errno != EEXIST { throw .errno(errno, "create the runtime directory", d) }
-        var st = stat()
-        guard lstat(d, &st) == 0 else { throw .errno(errno, "inspect the runtime directory", d) }
+        do throws(SystemError) { try io.makeDirectory(atPath: d, mode: 0o700) } catch {
+            if error.errno != EEXIST { throw .errno(error.errno, "create the runtime directory", d) }
+        }
+        let st: stat
+        do throws(SystemError) { st = try io.linkStatus(d) } catch { throw .errno(error.errno, "inspect the runtime directory", d) }
         guard st.st_mode & S_IFMT == S_IFDIR, st.st_uid == getuid(), st.st_mode & 0o077 == 0 else {
             throw ProtectionError(.io(EPERM), "unable to use the runtime directory '\(d)': it must be a directory you own with mode 0700; run `chmod 700 \(d)` or remove it", path: d)
         }
@@ -305,12 +307,12 @@ public final class LiveLock: Sendable {
         let dir = "\(directory)/l"
         let replyPath = "\(directory)/r-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
         guard let socket = try? UnixSocket.datagram(boundAt: replyPath) else { return report }
-        defer { socket.close(); unlink(replyPath) }
+        defer { socket.close(); try? io.unlink(replyPath) }
         var pending = 0
-        for name in listDirectory(dir) where name.hasSuffix(".sock") {
+        for name in io.directoryNames(dir) where name.hasSuffix(".sock") {
             let path = "\(dir)/\(name)"
             do throws(SystemError) { _ = try message.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try socket.send(b, to: path) } } catch {
-                if error.errno == ECONNREFUSED || error.errno == ENOENT { unlink(path); report.staleRemoved += 1 }
+                if error.errno == ECONNREFUSED || error.errno == ENOENT { try? io.unlink(path); report.staleRemoved += 1 }
                 continue
             }
             pending += 1
@@ -367,7 +369,7 @@ final class Listener: @unchecked Sendable {
             }
         }
         socket.close()
-        unlink(path)
+        try? io.unlink(path)
     }
 
     func stop() { stopping.store(true, ordering: .releasing) }
@@ -394,16 +396,8 @@ func detachThread(_ body: @escaping @Sendable () -> Void) {
     pthread_detach(tid)
 }
 
-func listDirectory(_ path: String) -> [String] {
-    guard let d = opendir(path) else { return [] }
-    defer { closedir(d) }
-    var names: [String] = []
-    while let e = readdir(d) {
-        let name = entryName(e)
-        if name != "." && name != ".." { names.append(name) }
-    }
-    return names
-}
+/// The live lock's system calls (directories, sockets' names): the real ones, on the host's runtime directory.
+private let io = SystemFileIO()
 
 @inline(__always)
 func monotonicMillis() -> Double {
