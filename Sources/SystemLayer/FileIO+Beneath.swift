@@ -65,6 +65,11 @@ extension FileIO {
         return st
     }
 
+    /// `fchmodat(2)` of `name` in `directory` (following a final symbolic link, as `fchmodat` always does on Linux).
+    package func changeMode(of name: String, in directory: Int32, to mode: mode_t) throws(SystemError) {
+        guard fchmodat(directory, name, mode, 0) == 0 else { throw SystemError(errno) }
+    }
+
     /// `openat(dirFD, "..", O_PATH | O_DIRECTORY)`: the parent of the open directory `fd` (the root is its own).
     package func openParent(of fd: Int32) throws(SystemError) -> Int32 {
         let up = openat(fd, "..", openPathOnly | O_DIRECTORY | O_CLOEXEC)

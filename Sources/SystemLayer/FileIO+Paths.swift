@@ -26,6 +26,9 @@ extension FileIO {
     /// Whether this process may write in `path` (`access(W_OK)`, by the real user and group).
     package func isWritable(_ path: String) -> Bool { access(path, W_OK) == 0 }
 
+    /// Whether anything is at `path` (`access(F_OK)`, following a final symbolic link).
+    package func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
     /// `realpath(3)`: `path` absolute, with every symbolic link, `.` and `..` resolved.
     package func resolvedPath(_ path: String) throws(SystemError) -> String {
         guard let resolved = realpath(path, nil) else { throw SystemError(errno) }
@@ -33,9 +36,10 @@ extension FileIO {
         return String(cString: resolved)
     }
 
-    /// The names in the directory at `path` (without `.` and `..`), in directory order; empty when it cannot be opened.
-    package func directoryNames(_ path: String) -> [String] {
-        guard let d = opendir(path) else { return [] }
+    /// The names in the directory at `path` (without `.` and `..`), in directory order.
+    /// - Throws: `opendir(3)`'s errno (`ENOENT`, `ENOTDIR`, `EACCES`…).
+    package func directoryNames(_ path: String) throws(SystemError) -> [String] {
+        guard let d = opendir(path) else { throw SystemError(errno) }
         defer { closedir(d) }
         var names: [String] = []
         while let e = readdir(d) {

@@ -78,6 +78,7 @@ final class ModuleBoundaryTests: XCTestCase {
         ("DataProtection", [
             "BackupPolicy.swift", "ConfinedFileIO.swift", "Confinement.swift", "InUseLock.swift", "Preferences.swift", "Purge.swift",
             "Rotation.swift", "ChunkParallelism.swift", "ChunkWorkers.swift", "LiveLock.swift", "LiveState.swift", "DomainClassKeys.swift",
+            "BundleSeal.swift", "Container.swift", "FileTree.swift", "ProtectionDomain.swift", "ProtectedFiles.swift",
         ]),
         ("FileCoordination", ["LockSupport.swift", "PresenterDelivery.swift", "SharedCounter.swift"]),
     ]
@@ -91,7 +92,8 @@ final class ModuleBoundaryTests: XCTestCase {
         "closedir", "dup", "dup2", "dup3", "fcntl", "fcntl64", "flock", "mmap", "mmap64", "munmap", "statfs", "fstatfs", "statvfs",
         "fstatvfs", "syncfs", "sync", "getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
         "fremovexattr", "listxattr", "flistxattr", "socket", "bind", "listen", "connect", "accept", "accept4", "send", "sendto", "recv",
-        "recvfrom", "poll", "syscall", "access", "faccessat", "chmod", "fchmod", "chown", "fchown", "realpath",
+        "recvfrom", "poll", "syscall", "access", "faccessat", "chmod", "fchmod", "fchmodat", "chown", "fchown", "fchownat", "realpath",
+        "utimensat", "futimens", "mknod", "mknodat", "mkfifo",
     ]
 
     /// The file call `symbol` makes: a C symbol of `fileCalls`, or the Glibc overlay's Swift wrapper of one

@@ -71,7 +71,9 @@ public final class Container: Sendable {
     ///   - options: how to open it.
     /// - Throws: `.io` when a directory cannot be made; what `init(at:keys:options:)` throws.
     public static func create(at root: String, keys: ClassKeys, policy: ContainerPolicy = .standard, options: OpenOptions = .init()) throws(ProtectionError) -> Container {
-        if mkdir(root, 0o700) != 0 && errno != EEXIST { throw .errno(errno, "create the container", root) }
+        do throws(SystemError) { try options.io.makeDirectory(atPath: root, mode: 0o700) } catch {
+            if error.errno != EEXIST { throw .errno(error.errno, "create the container", root) }
+        }
         let c: Confinement
         do throws(SystemError) { c = try Confinement(root: root, io: options.io) } catch { throw .errno(error.errno, "open the container", root) }
         var step = ""

@@ -309,7 +309,7 @@ public final class LiveLock: Sendable {
         guard let socket = try? UnixSocket.datagram(boundAt: replyPath) else { return report }
         defer { socket.close(); try? io.unlink(replyPath) }
         var pending = 0
-        for name in io.directoryNames(dir) where name.hasSuffix(".sock") {
+        for name in (try? io.directoryNames(dir)) ?? [] where name.hasSuffix(".sock") {
             let path = "\(dir)/\(name)"
             do throws(SystemError) { _ = try message.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try socket.send(b, to: path) } } catch {
                 if error.errno == ECONNREFUSED || error.errno == ENOENT { try? io.unlink(path); report.staleRemoved += 1 }
