@@ -65,13 +65,13 @@ let package = Package(
             dependencies: ["CKeyutils", .product(name: "Logging", package: "swift-log")],
             exclude: ["README.md"]),
         // NSFileCoordinator-style coordination; independent of the encryption.
-        .target(name: "FileCoordination", dependencies: ["CShims", "Locking", "PathSyntax", "SystemLayer"], exclude: ["README.md"]),
+        .target(name: "FileCoordination", dependencies: ["Locking", "PathSyntax", "SystemLayer"], exclude: ["README.md"]),
         // The pure format: header, chunk layout, keybag and journal encodings; no I/O, no keys held.
         .target(name: "DataProtectionFormat", dependencies: ["ProtectionCrypto"], exclude: ["README.md"]),
         .target(
             name: "DataProtection",
             dependencies: [
-                "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "CShims", "Locking", "PathSyntax", "SystemLayer",
+                "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),

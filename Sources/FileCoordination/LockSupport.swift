@@ -1,5 +1,5 @@
 // Whether OFD locks hold on a filesystem: statfs magic, the mount type, and a live probe.
-internal import CShims
+internal import SystemLayer
 internal import Glibc
 import Foundation
 internal import PathSyntax
@@ -46,11 +46,10 @@ public struct LockSupport: Sendable, Equatable {
     /// - Parameter path: an existing directory or file.
     /// - Throws: `CoordinationError.lockDirectoryUnavailable` when statfs fails.
     public static func probe(path: String) throws(CoordinationError) -> LockSupport {
-        var magic: Int64 = 0
-        guard dp_statfs_type(path, &magic) == 0 else {
-            let code = errno
+        let magic: Int64
+        do throws(SystemError) { magic = try fileSystemMagic(of: path) } catch {
             throw CoordinationError(
-                .lockDirectoryUnavailable, path: path, message: "cannot statfs '\(path)'", errno: code)
+                .lockDirectoryUnavailable, path: path, message: "cannot statfs '\(path)'", errno: error.errno)
         }
         return assess(magic: magic, mountType: mountType(containing: path))
     }

@@ -1,5 +1,5 @@
 // Delivering one batch of presenter messages with a deadline, and running reacquirers exactly once.
-internal import CShims
+internal import SystemLayer
 internal import Glibc
 import Dispatch
 import Foundation
@@ -119,37 +119,34 @@ final class PresenterDelivery: Sendable {
 enum RemoteCall {
     enum Outcome {
         /// The peer answered; for a relinquish, the open connection that is the access's lease.
-        case answered(Int32?)
+        case answered(UnixSocket?)
         case timedOut
         case unreachable
     }
 
     static func exchange(_ message: PresenterMessage, presentedPath: String, peer: RemotePeer, deadline: Duration) -> Outcome {
-        let fd = dp_unix_connect(peer.socketPath)
-        guard fd >= 0 else { return .unreachable }
-        let line = message.wireLine(presentedPath: presentedPath)
-        let sent = line.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-        guard sent == line.utf8.count else {
-            _ = Glibc.close(fd)
+        guard let connection = try? UnixSocket.connected(to: peer.socketPath) else { return .unreachable }
+        guard connection.send(message.wireLine(presentedPath: presentedPath)) else {
+            connection.close()
             return .unreachable
         }
-        var reader = LineReader(fd: fd)
+        var reader = LineReader(connection)
         let milliseconds = Int32(clamping: deadline.nanoseconds / 1_000_000)
         guard reader.next(timeoutMS: milliseconds) == "ok" else {
-            _ = Glibc.close(fd)
+            connection.close()
             return .timedOut
         }
-        if message.holdsAccess { return .answered(fd) }
-        _ = Glibc.close(fd)
+        if message.holdsAccess { return .answered(connection) }
+        connection.close()
         return .answered(nil)
     }
 
     /// Ends a relinquish lease: the presenter queues its reacquirers, then acknowledges (so later
     /// messages to it, sent after this returns, reach its presenters after the reacquirers).
-    static func reacquire(_ fd: Int32, deadline: Duration) {
-        _ = "reacquire\n".withCString { send(fd, $0, 10, Int32(MSG_NOSIGNAL)) }
-        var reader = LineReader(fd: fd)
+    static func reacquire(_ connection: UnixSocket, deadline: Duration) {
+        _ = connection.send("reacquire\n")
+        var reader = LineReader(connection)
         _ = reader.next(timeoutMS: Int32(clamping: deadline.nanoseconds / 1_000_000))
-        _ = Glibc.close(fd)
+        connection.close()
     }
 }

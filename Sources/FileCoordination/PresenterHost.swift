@@ -1,6 +1,5 @@
 // The presenter side of the rendezvous: a Unix socket that turns requests into local callbacks.
 internal import SystemLayer
-internal import CShims
 internal import Glibc
 import Dispatch
 import Foundation
@@ -11,7 +10,7 @@ import Foundation
 /// `ok`, and, for a relinquish, keeps the connection as the lease of the access: the reacquirers
 /// run when the coordinator sends `reacquire` or its connection closes (for example because it died).
 final class PresenterHost: Sendable {
-    private let listener: Int32
+    private let listener: UnixSocket
     private let liveness: Int32
 
     init(directory: String, id: String, address: String, hub: PresenterHub) throws(CoordinationError) {
@@ -24,9 +23,9 @@ final class PresenterHost: Sendable {
         }
         let socketPath = "\(directory)/\(id).sock"
         _ = unlink(socketPath)
-        let fd = dp_unix_listen(address, 64)
-        guard fd >= 0 else {
-            let code = errno
+        let socket: UnixSocket
+        do throws(SystemError) { socket = try UnixSocket.listening(at: address, backlog: 64) } catch {
+            let code = error.errno
             _ = Glibc.close(live)
             throw CoordinationError(
                 .lockDirectoryUnavailable, path: socketPath,
@@ -35,13 +34,13 @@ final class PresenterHost: Sendable {
                     : "cannot listen on the presenter socket '\(socketPath)'",
                 errno: code)
         }
-        listener = fd
+        listener = socket
         liveness = live
-        let thread = Thread { [fd] in
+        let thread = Thread {
             while true {
-                let connection = dp_accept(fd)
-                if connection < 0 {
-                    if errno == ECONNABORTED { continue }
+                let connection: UnixSocket
+                do throws(SystemError) { connection = try socket.accept() } catch {
+                    if error.errno == ECONNABORTED { continue }
                     return
                 }
                 let worker = Thread { PresenterHost.serve(connection, hub: hub) }
@@ -53,9 +52,9 @@ final class PresenterHost: Sendable {
         thread.start()
     }
 
-    private static func serve(_ fd: Int32, hub: PresenterHub) {
-        var reader = LineReader(fd: fd)
-        defer { _ = Glibc.close(fd) }
+    private static func serve(_ connection: UnixSocket, hub: PresenterHub) {
+        var reader = LineReader(connection)
+        defer { connection.close() }
         guard let line = reader.next(timeoutMS: 10_000), let parsed = PresenterMessage.parse(line[...]) else { return }
         let message = parsed.message
         let registrations = hub.localRegistrations(presenting: parsed.presentedPath)
@@ -72,7 +71,7 @@ final class PresenterHost: Sendable {
         // Callbacks the coordinator waits for are acknowledged once they ran; notifications once
         // they are queued, so the next message on this peer's queue cannot overtake them.
         if message.awaitsReply { _ = group.wait(timeout: .now() + .seconds(120)) }
-        _ = "ok\n".withCString { send(fd, $0, 3, Int32(MSG_NOSIGNAL)) }
+        _ = connection.send("ok\n")
         guard message.holdsAccess else {
             reacquirers.runAll()
             return
@@ -81,16 +80,16 @@ final class PresenterHost: Sendable {
         // reacquirers are queued before the acknowledgement, so they run before later messages.
         _ = reader.next(timeoutMS: -1)
         reacquirers.runAll()
-        _ = "ok\n".withCString { send(fd, $0, 3, Int32(MSG_NOSIGNAL)) }
+        _ = connection.send("ok\n")
     }
 }
 
 /// Reads newline-terminated lines from a socket with a timeout.
 struct LineReader {
-    let fd: Int32
+    let socket: UnixSocket
     private var buffer: [UInt8] = []
 
-    init(fd: Int32) { self.fd = fd }
+    init(_ socket: UnixSocket) { self.socket = socket }
 
     /// The next line without its newline; nil on EOF, error or timeout (`timeoutMS` < 0 waits forever).
     mutating func next(timeoutMS: Int32) -> String? {
@@ -104,10 +103,9 @@ struct LineReader {
             let now = monotonicNow()
             if now >= deadline { return nil }
             let wait = timeoutMS < 0 ? Int32(-1) : Int32(min((deadline - now) / 1_000_000 + 1, UInt64(Int32.max)))
-            guard dp_poll_readable(fd, wait) > 0 else { return nil }
+            guard (try? socket.waitReadable(timeoutMilliseconds: wait)) == true else { return nil }
             var chunk = [UInt8](repeating: 0, count: 4096)
-            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count <= 0 { return nil }
+            guard let count = chunk.withUnsafeMutableBytes({ try? socket.receive(into: $0) }), count > 0 else { return nil }
             buffer.append(contentsOf: chunk[..<count])
         }
     }

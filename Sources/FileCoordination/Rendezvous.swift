@@ -1,6 +1,5 @@
 // The cross-process presenter rendezvous: who presents what, alive as long as its lock is held.
 internal import SystemLayer
-internal import CShims
 internal import Glibc
 import Foundation
 import Locking

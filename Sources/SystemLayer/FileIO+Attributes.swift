@@ -24,6 +24,22 @@ package enum ExtendedAttributes {
         try value { lgetxattr(path, name, $0, $1) }
     }
 
+    /// The value of attribute `name` of the open file `fd`; nil when absent.
+    package static func value(of name: String, in fd: Int32) throws(SystemError) -> [UInt8]? {
+        try value { fgetxattr(fd, name, $0, $1) }
+    }
+
+    /// Sets attribute `name` of the open file `fd` to `value` (`fsetxattr`, created or replaced).
+    package static func set(_ name: String, to value: [UInt8], in fd: Int32) throws(SystemError) {
+        let rc = value.withUnsafeBytes { fsetxattr(fd, name, $0.baseAddress, $0.count, 0) }
+        guard rc == 0 else { throw SystemError(errno) }
+    }
+
+    /// Removes attribute `name` of the open file `fd` (`fremovexattr`); an absent attribute is not an error.
+    package static func remove(_ name: String, in fd: Int32) throws(SystemError) {
+        guard fremovexattr(fd, name) == 0 || errno == ENODATA else { throw SystemError(errno) }
+    }
+
     /// The attribute names a `listxattr`-style call returns (`call(buffer, size)`).
     package static func names(_ call: (UnsafeMutablePointer<CChar>?, Int) -> Int) throws(SystemError) -> [String] {
         while true {

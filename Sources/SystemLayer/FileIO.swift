@@ -25,6 +25,9 @@ public protocol FileIO: Sendable {
     func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int
     /// `write(2)` at the descriptor's position: may write fewer bytes than asked. Default: `SystemFileIO`'s.
     func write(_ fd: Int32, from buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int
+    /// `lseek(2)`: moves the descriptor's position to `offset` from `whence` (`SEEK_SET`, `SEEK_CUR`, `SEEK_END`) and
+    /// returns the new position. Default: `SystemFileIO`'s.
+    func seek(_ fd: Int32, to offset: Int64, from whence: Int32) throws(SystemError) -> Int64
     /// `fsync(2)`.
     func fsync(_ fd: Int32) throws(SystemError)
     /// `ftruncate(2)`.
@@ -56,6 +59,17 @@ public protocol FileIO: Sendable {
     func identity(_ fd: Int32) throws(SystemError) -> (device: UInt64, inode: UInt64)
     /// `fstat(2)`'s type, link count and owner: what the owned-file open checks. Default in FileIO+OwnedFile.swift.
     func status(_ fd: Int32) throws(SystemError) -> FileStatus
+    /// `openat2(2)` of `path` relative to the open directory `directory`, `resolve` a `RESOLVE_*` mask; one call,
+    /// `EINTR` and `EAGAIN` left to the caller. Default in FileIO+Beneath.swift (like the three calls below).
+    func openat2(_ path: String, in directory: Int32, flags: Int32, mode: mode_t, resolve: UInt64) throws(SystemError) -> Int32
+    /// `mkdirat(2)` of `name` in the open directory `directory`.
+    func makeDirectory(_ name: String, in directory: Int32, mode: mode_t) throws(SystemError)
+    /// `unlinkat(2)` of `name` in `directory` (`AT_REMOVEDIR` when `isDirectory`).
+    func unlink(_ name: String, in directory: Int32, isDirectory: Bool) throws(SystemError)
+    /// `renameat(2)`, or `renameat2(RENAME_NOREPLACE)` (`EEXIST` instead of replacing) unless `replacing`.
+    func rename(_ name: String, in directory: Int32, to newName: String, in newDirectory: Int32, replacing: Bool) throws(SystemError)
+    /// `syncfs(2)` of the file system holding `fd`. Default in FileIO+FileSystem.swift.
+    func syncFileSystem(_ fd: Int32) throws(SystemError)
     /// The library's own error for `action` on `path` failing with `error` in one of the path calls above
     /// (`open`, `rename`, `unlink`), or nil for the plain errno report.
     ///
@@ -78,6 +92,12 @@ extension FileIO {
             if n >= 0 { return n }
             if errno != EINTR { throw SystemError(errno) }
         }
+    }
+
+    public func seek(_ fd: Int32, to offset: Int64, from whence: Int32) throws(SystemError) -> Int64 {
+        let position = lseek(fd, off_t(offset), whence)
+        guard position >= 0 else { throw SystemError(errno) }
+        return Int64(position)
     }
 
     public func refusal(_ error: SystemError, _ action: String, _ path: String) -> (any Error)? { nil }

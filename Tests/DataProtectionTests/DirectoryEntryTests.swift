@@ -20,7 +20,7 @@ final class DirectoryEntryTests: XCTestCase {
             FileManager.default.createFile(atPath: "\(dir)/\(name)", contents: Data())
         }
         names.sort()
-        XCTAssertEqual(listDirectory(dir).sorted(), names)
+        XCTAssertEqual(try SystemFileIO().directoryNames(dir).sorted(), names)
         XCTAssertEqual(try Confinement(root: dir).entries(".").map(\.name), names)
         var walked: [String] = []
         try FileTree.walk(dir) { walked.append(lastComponent(of: $0)) }

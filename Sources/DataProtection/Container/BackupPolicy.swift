@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 
 #if canImport(Glibc)
 import Glibc
@@ -96,9 +95,9 @@ public enum BackupPolicy {
         let kind = st.st_mode & S_IFMT
         guard kind == S_IFREG || kind == S_IFDIR else { return false }
         let fd = try c.open(path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK | (kind == S_IFDIR ? O_DIRECTORY : 0), noSymlinks: true)
-        defer { Glibc.close(fd) }
+        defer { c.io.close(fd) }
         do throws(SystemError) {
-            return try ExtendedAttributes.value { fgetxattr(fd, excludeAttribute, $0, $1) } == Array("1".utf8)
+            return try ExtendedAttributes.value(of: excludeAttribute, in: fd) == Array("1".utf8)
         } catch where error.errno == ENOTSUP { return false }
     }
 
@@ -108,11 +107,11 @@ public enum BackupPolicy {
         let kind = st.st_mode & S_IFMT
         guard kind == S_IFREG || kind == S_IFDIR else { throw SystemError(EINVAL) }
         let fd = try c.open(path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK | (kind == S_IFDIR ? O_DIRECTORY : 0))
-        defer { Glibc.close(fd) }
+        defer { c.io.close(fd) }
         if excluded {
-            guard fsetxattr(fd, excludeAttribute, "1", 1, 0) == 0 else { throw SystemError(errno) }
-        } else if fremovexattr(fd, excludeAttribute) != 0 && errno != ENODATA {
-            throw SystemError(errno)
+            try ExtendedAttributes.set(excludeAttribute, to: Array("1".utf8), in: fd)
+        } else {
+            try ExtendedAttributes.remove(excludeAttribute, in: fd)
         }
     }
 

@@ -138,14 +138,12 @@ public enum BundleSeal {
 
     private static func hashFile(_ c: Confinement, _ path: String) throws(SystemError) -> [UInt8] {
         let fd = try c.open(path, flags: O_RDONLY | O_NOFOLLOW, noSymlinks: true)
-        defer { Glibc.close(fd) }
+        defer { c.io.close(fd) }
         var h: StreamingHash
         do { h = try StreamingHash() } catch { throw SystemError(ENOMEM) }
         var buf = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw SystemError(errno) }
+            let n = try buf.withUnsafeMutableBytes { b in Result { () throws(SystemError) in try c.io.read(fd, into: b) } }.get()
             if n == 0 { break }
             buf.withUnsafeBytes { h.update(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
         }
@@ -154,7 +152,7 @@ public enum BundleSeal {
 
     private static func chmod(_ c: Confinement, _ path: String, _ mode: UInt32) throws(SystemError) {
         try c.withParent(of: path) { (fd, name) throws(SystemError) in
-            guard fchmodat(fd, name, mode_t(mode), 0) == 0 else { throw SystemError(errno) }
+            try c.io.changeMode(of: name, in: fd, to: mode_t(mode))
         }
     }
 

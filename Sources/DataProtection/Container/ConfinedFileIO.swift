@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 
 #if canImport(Glibc)
 import Glibc
@@ -19,7 +18,7 @@ struct ConfinedFileIO: FileIO {
     func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
         let fd = try confinement.open(path, flags: flags, mode: mode)
         if flags & O_ACCMODE != O_RDONLY, flags & O_DIRECTORY == 0 {
-            _ = dp_fcntl_lock(fd, dp_F_OFD_SETLK, Int16(F_RDLCK), Int16(SEEK_SET), 0, 0, nil)
+            _ = OFDLock.trySet(fd: fd, .shared, start: 0, length: 0)
         }
         return fd
     }
@@ -64,10 +63,10 @@ struct ConfinedFileIO: FileIO {
     /// it may be a file outside) to `destination`; a missing file or a symbolic link copies nothing.
     func copyUserAttributes(at directory: Int32, from name: String, to destination: Int32) throws(SystemError) {
         let src: Int32
-        do throws(SystemError) { src = try Confinement.open(name, beneath: directory, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch where error.errno == ENOENT || error.errno == ELOOP {
+        do throws(SystemError) { src = try confinement.open(name, beneath: directory, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch where error.errno == ENOENT || error.errno == ELOOP {
             return  // a new file, or a symbolic link the replace will overwrite: nothing to keep
         }
-        defer { Glibc.close(src) }
+        defer { confinement.io.close(src) }
         try ExtendedAttributes.copyUserAttributes(from: src, to: destination)
     }
 }

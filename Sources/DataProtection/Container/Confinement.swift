@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 
 #if canImport(Glibc)
 import Glibc
@@ -31,20 +30,19 @@ final class Confinement: Sendable {
     let io: any FileIO
 
     /// `O_PATH`: a descriptor that only names a place (lookups, fstat), never reads or writes.
-    static let pathOnly: Int32 = dp_O_PATH
-    static let resolve: UInt64 = dp_RESOLVE_BENEATH | dp_RESOLVE_NO_MAGICLINKS
+    static let pathOnly: Int32 = openPathOnly
+    static let resolution: PathResolution = [.beneath, .noMagicLinks]
 
     /// Opens `root` (an existing directory) as the confinement root; a relative `root` is taken from the working directory.
     init(root: String, io: any FileIO = SystemFileIO()) throws(SystemError) {
         guard !root.utf8.contains(0) else { throw SystemError(EINVAL) }
-        let fd = Glibc.open(root, Confinement.pathOnly | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw SystemError(errno) }
+        let fd = try io.open(root, flags: Confinement.pathOnly | O_DIRECTORY, mode: 0)
         self.root = isAbsolutePath(root) ? root : Container.currentDirectory() + "/" + root
         self.rootFD = fd
         self.io = io
     }
 
-    deinit { Glibc.close(rootFD) }
+    deinit { io.close(rootFD) }
 
     /// The lookup beneath the root that `path` names: a relative path as it is; an absolute one inside the
     /// root as its part below the root ("." for the root itself).
@@ -71,29 +69,26 @@ final class Confinement: Sendable {
     /// `openat2` of `path` beneath the root; regular files with more than one link are refused (`EMLINK`).
     /// With `noSymlinks`, any symbolic link in the path is refused (`ELOOP`): tree walks that delete use it.
     func open(_ path: String, flags: Int32, mode: mode_t = 0, noSymlinks: Bool = false) throws(SystemError) -> Int32 {
-        try Self.open(try beneath(path), beneath: rootFD, flags: flags, mode: mode, noSymlinks: noSymlinks)
+        try open(try beneath(path), beneath: rootFD, flags: flags, mode: mode, noSymlinks: noSymlinks)
     }
 
     /// `openat2` of `path` beneath the directory `dirFD`.
-    static func open(_ path: String, beneath dirFD: Int32, flags: Int32, mode: mode_t = 0, noSymlinks: Bool = false) throws(SystemError) -> Int32 {
+    func open(_ path: String, beneath dirFD: Int32, flags: Int32, mode: mode_t = 0, noSymlinks: Bool = false) throws(SystemError) -> Int32 {
         guard !path.isEmpty, !path.utf8.contains(0) else { throw SystemError(EINVAL) }
+        let resolution = noSymlinks ? Self.resolution.union(.noSymlinks) : Self.resolution
         var retries = 0
         while true {
-            let creating = flags & O_CREAT != 0
-            let fd = dp_openat2(dirFD, path, UInt64(UInt32(bitPattern: flags | O_CLOEXEC)), creating ? UInt64(mode) : 0, resolve | (noSymlinks ? dp_RESOLVE_NO_SYMLINKS : 0))
-            if fd >= 0 {
-                if flags & Confinement.pathOnly == 0 {
-                    var st = stat()
-                    if fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_nlink > 1 {
-                        Glibc.close(fd)
-                        throw SystemError(EMLINK)
-                    }
-                }
-                return fd
+            let fd: Int32
+            do throws(SystemError) { fd = try io.open(path, beneath: dirFD, flags: flags | O_CLOEXEC, mode: mode, resolution: resolution) } catch {
+                // EAGAIN: a concurrent rename made the kernel distrust `..`; retry a bounded number of times.
+                if error.errno == EINTR || (error.errno == EAGAIN && retries < 64) { retries += 1; continue }
+                throw error
             }
-            // EAGAIN: a concurrent rename made the kernel distrust `..`; retry a bounded number of times.
-            if errno == EINTR || (errno == EAGAIN && retries < 64) { retries += 1; continue }
-            throw SystemError(errno)
+            if flags & Confinement.pathOnly == 0, let st = try? io.fullStatus(fd), st.st_mode & S_IFMT == S_IFREG, st.st_nlink > 1 {
+                io.close(fd)
+                throw SystemError(EMLINK)
+            }
+            return fd
         }
     }
 
@@ -106,40 +101,31 @@ final class Confinement: Sendable {
         let name = lastComponent(of: p)
         guard !name.isEmpty, name != ".", name != "..", !path.utf8.contains(0) else { throw SystemError(EINVAL) }
         let fd = try open(parentDirectory(of: p), flags: Confinement.pathOnly | O_DIRECTORY)
-        defer { Glibc.close(fd) }
+        defer { io.close(fd) }
         return try body(fd, name)
     }
 
     /// `fstatat` of `path` without following a final symbolic link.
     func status(_ path: String) throws(SystemError) -> stat {
         let path = try beneath(path)
-        if path == "." || path.isEmpty {
-            var st = stat()
-            guard fstat(rootFD, &st) == 0 else { throw SystemError(errno) }
-            return st
-        }
-        return try withParent(of: path) { (fd, name) throws(SystemError) in
-            var st = stat()
-            guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { throw SystemError(errno) }
-            return st
-        }
+        if path == "." || path.isEmpty { return try io.fullStatus(rootFD) }
+        return try withParent(of: path) { (fd, name) throws(SystemError) in try io.status(of: name, in: fd) }
     }
 
     /// `mkdirat`; an existing directory is not an error when `existingOK`.
     func makeDirectory(_ path: String, mode: mode_t = 0o700, existingOK: Bool = true) throws(SystemError) {
         try withParent(of: path) { (fd, name) throws(SystemError) in
-            if mkdirat(fd, name, mode) == 0 { return }
-            let e = errno
-            var st = stat()
-            if e == EEXIST, existingOK, fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_mode & S_IFMT == S_IFDIR { return }
-            throw SystemError(e)
+            do throws(SystemError) { try io.makeDirectory(name, in: fd, mode: mode) } catch {
+                if error.errno == EEXIST, existingOK, let st = try? io.status(of: name, in: fd), st.st_mode & S_IFMT == S_IFDIR { return }
+                throw error
+            }
         }
     }
 
     /// `unlinkat` of a file or symbolic link, or of an empty directory when `directory`.
     func remove(_ path: String, directory: Bool = false) throws(SystemError) {
         try withParent(of: path) { (fd, name) throws(SystemError) in
-            guard unlinkat(fd, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw SystemError(errno) }
+            try io.unlink(name, in: fd, isDirectory: directory)
         }
     }
 
@@ -147,8 +133,7 @@ final class Confinement: Sendable {
     func rename(_ from: String, to: String, replacing: Bool) throws(SystemError) {
         try withParent(of: from) { (fromFD, fromName) throws(SystemError) in
             try withParent(of: to) { (toFD, toName) throws(SystemError) in
-                let rc = replacing ? renameat(fromFD, fromName, toFD, toName) : dp_renameat_noreplace(fromFD, fromName, toFD, toName)
-                guard rc == 0 else { throw SystemError(errno) }
+                try io.rename(fromName, in: fromFD, to: toName, in: toFD, replacing: replacing)
             }
         }
     }
@@ -156,36 +141,24 @@ final class Confinement: Sendable {
     /// The names in the directory `path` (without `.` and `..`), with their `lstat`.
     func entries(_ path: String, noSymlinks: Bool = false) throws(SystemError) -> [(name: String, status: stat)] {
         let fd = try open(path.isEmpty ? "." : path, flags: O_RDONLY | O_DIRECTORY, noSymlinks: noSymlinks)
-        guard let dir = fdopendir(fd) else { let e = errno; Glibc.close(fd); throw SystemError(e) }
-        defer { closedir(dir) }
-        var out: [(String, stat)] = []
-        while let ent = readdir(dir) {
-            let name = entryName(ent)
-            if name == "." || name == ".." { continue }
-            var st = stat()
-            guard fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }  // removed meanwhile
-            out.append((name, st))
-        }
-        return out.sorted { $0.0 < $1.0 }
+        return try io.entries(ofOpenDirectory: fd).sorted { $0.name < $1.name }
     }
 
     /// The device and inode of the open directory `fd`, and of each of its ancestors up to the root (innermost first).
     ///
     /// - Throws: `EXDEV` when the walk up reaches the filesystem root without meeting the container root.
     func ancestry(of fd: Int32) throws(SystemError) -> [FileIdentity] {
-        let rootID = try FileIdentity(fd: rootFD)
+        let rootID = FileIdentity(try io.fullStatus(rootFD))
         var chain: [FileIdentity] = []
-        var current = Glibc.dup(fd)
-        guard current >= 0 else { throw SystemError(errno) }
-        defer { Glibc.close(current) }
+        var current = try io.duplicate(fd)
+        defer { io.close(current) }
         for _ in 0..<256 {
-            let id = try FileIdentity(fd: current)
+            let id = FileIdentity(try io.fullStatus(current))
             if id == rootID { return chain }
             if chain.last == id { break }  // `..` of "/" is "/": outside the root
             chain.append(id)
-            let up = openat(current, "..", Confinement.pathOnly | O_DIRECTORY | O_CLOEXEC)
-            guard up >= 0 else { throw SystemError(errno) }
-            Glibc.close(current)
+            let up = try io.openParent(of: current)
+            io.close(current)
             current = up
         }
         throw SystemError(EXDEV)
@@ -197,11 +170,7 @@ struct FileIdentity: Hashable, Sendable {
     let device: UInt64
     let inode: UInt64
 
-    init(fd: Int32) throws(SystemError) {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno) }
-        self.init(st)
-    }
+    init(fd: Int32) throws(SystemError) { self.init(try SystemFileIO().fullStatus(fd)) }
 
     init(_ st: stat) {
         device = UInt64(st.st_dev)

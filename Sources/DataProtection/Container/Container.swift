@@ -71,7 +71,9 @@ public final class Container: Sendable {
     ///   - options: how to open it.
     /// - Throws: `.io` when a directory cannot be made; what `init(at:keys:options:)` throws.
     public static func create(at root: String, keys: ClassKeys, policy: ContainerPolicy = .standard, options: OpenOptions = .init()) throws(ProtectionError) -> Container {
-        if mkdir(root, 0o700) != 0 && errno != EEXIST { throw .errno(errno, "create the container", root) }
+        do throws(SystemError) { try options.io.makeDirectory(atPath: root, mode: 0o700) } catch {
+            if error.errno != EEXIST { throw .errno(error.errno, "create the container", root) }
+        }
         let c: Confinement
         do throws(SystemError) { c = try Confinement(root: root, io: options.io) } catch { throw .errno(error.errno, "open the container", root) }
         var step = ""
@@ -101,8 +103,8 @@ public final class Container: Sendable {
         for d in ContainerDirectory.allCases {
             do throws(SystemError) {
                 let fd = try c.open(d.relativePath, flags: Confinement.pathOnly | O_DIRECTORY)
-                defer { Glibc.close(fd) }
-                ids[try FileIdentity(fd: fd)] = d
+                defer { c.io.close(fd) }
+                ids[FileIdentity(try c.io.fullStatus(fd))] = d
             } catch {
                 throw ProtectionError(error.errno == ENOENT ? .notFound : .io(error.errno), "unable to open the container '\(absolute)': its '\(d.relativePath)' directory is missing or unusable; create the container with `Container.create(at:keys:)`", path: absolute)
             }

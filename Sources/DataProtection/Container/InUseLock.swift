@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 
 #if canImport(Glibc)
 import Glibc
@@ -15,8 +14,12 @@ import Locking
 final class InUseLock: Sendable {
     static let fileName = ".container.lock"
     private let fd: Locked<Int32>
+    private let io: any FileIO
 
-    private init(fd: Int32) { self.fd = Locked(fd) }
+    private init(fd: Int32, io: any FileIO) {
+        self.fd = Locked(fd)
+        self.io = io
+    }
 
     deinit { release() }
 
@@ -26,45 +29,48 @@ final class InUseLock: Sendable {
     ///   (clearing tmp at launch), then downgrade to shared atomically; skipped when others hold it.
     static func shared(_ confinement: Confinement, exclusiveFirst: (() throws(ProtectionError) -> Void)? = nil) throws(ProtectionError) -> InUseLock {
         let fd = try openLockFile(confinement)
-        let lock = InUseLock(fd: fd)
-        if let exclusiveFirst, dp_fcntl_lock(fd, dp_F_OFD_SETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 1, nil) == 0 {
+        let lock = InUseLock(fd: fd, io: confinement.io)
+        if let exclusiveFirst, OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 1) == .done {
             try exclusiveFirst()
         }
-        while dp_fcntl_lock(fd, dp_F_OFD_SETLKW, Int16(F_RDLCK), Int16(SEEK_SET), 0, 1, nil) != 0 {
-            guard errno == EINTR else { throw .errno(errno, "lock", confinement.root + "/" + fileName) }
+        switch OFDLock.waitSet(fd: fd, .shared, start: 0, length: 1) {  // retries EINTR
+        case .done: return lock
+        case .wouldBlock: throw .errno(EAGAIN, "lock", confinement.root + "/" + fileName)
+        case .failed(let code): throw .errno(code, "lock", confinement.root + "/" + fileName)
         }
-        return lock
     }
 
     /// Takes the lock exclusive; nil when another process holds it and `wait` is false.
     static func exclusive(_ confinement: Confinement, wait: Bool) throws(ProtectionError) -> InUseLock? {
         let fd = try openLockFile(confinement)
-        let lock = InUseLock(fd: fd)
-        while dp_fcntl_lock(fd, wait ? dp_F_OFD_SETLKW : dp_F_OFD_SETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 1, nil) != 0 {
-            if errno == EINTR { continue }
-            if errno == EAGAIN || errno == EACCES { return nil }
-            throw .errno(errno, "lock", confinement.root + "/" + fileName)
+        let lock = InUseLock(fd: fd, io: confinement.io)
+        while true {
+            switch wait ? OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 1) : OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 1) {
+            case .done: return lock
+            case .wouldBlock: return nil
+            case .failed(EINTR): continue
+            case .failed(let code): throw .errno(code, "lock", confinement.root + "/" + fileName)
+            }
         }
-        return lock
     }
 
     /// Whether some process holds the container in use (a probe; takes nothing).
     static func isHeld(_ confinement: Confinement) throws(ProtectionError) -> Bool {
         let fd = try openLockFile(confinement)
-        defer { Glibc.close(fd) }
-        var pid: Int32 = 0
-        guard dp_fcntl_lock(fd, dp_F_OFD_GETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 1, &pid) == 0 else {
-            throw .errno(errno, "probe", confinement.root + "/" + fileName)
+        defer { confinement.io.close(fd) }
+        switch OFDLock.isLocked(fd: fd, .exclusive, start: 0, length: 1) {
+        case .done: return false
+        case .wouldBlock: return true
+        case .failed(let code): throw .errno(code, "probe", confinement.root + "/" + fileName)
         }
-        return pid != 0
     }
 
     /// Runs `body` with the held lock upgraded to exclusive, then back to shared; false (body not run) when another process holds it.
     func withExclusive(_ body: () throws(ProtectionError) -> Void) throws(ProtectionError) -> Bool {
         let fd = self.fd.withLock { $0 }
         guard fd >= 0 else { throw ProtectionError(.badHandle, "the container was closed; open it again") }
-        guard dp_fcntl_lock(fd, dp_F_OFD_SETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 1, nil) == 0 else { return false }
-        defer { _ = dp_fcntl_lock(fd, dp_F_OFD_SETLK, Int16(F_RDLCK), Int16(SEEK_SET), 0, 1, nil) }
+        guard OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 1) == .done else { return false }
+        defer { _ = OFDLock.trySet(fd: fd, .shared, start: 0, length: 1) }
         try body()
         return true
     }
@@ -72,7 +78,7 @@ final class InUseLock: Sendable {
     /// Drops the lock (closing its descriptor); idempotent.
     func release() {
         fd.withLock { fd in
-            if fd >= 0 { Glibc.close(fd) }
+            if fd >= 0 { io.close(fd) }
             fd = -1
         }
     }

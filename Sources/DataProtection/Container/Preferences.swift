@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 
 #if canImport(Glibc)
 import Glibc
@@ -132,11 +131,12 @@ public final class Preferences: Sendable {
         do throws(SystemError) { fd = try container.confinement.open(lockPath, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600) } catch {
             throw container.confinement.failure(error.errno, "lock", lockPath)
         }
-        defer { Glibc.close(fd) }
-        while dp_fcntl_lock(fd, dp_F_OFD_SETLKW, Int16(exclusive ? F_WRLCK : F_RDLCK), Int16(SEEK_SET), 0, 0, nil) != 0 {
-            guard errno == EINTR else { throw .errno(errno, "lock", lockPath) }
+        defer { container.confinement.io.close(fd) }
+        switch OFDLock.waitSet(fd: fd, exclusive ? .exclusive : .shared, start: 0, length: 0) {  // retries EINTR
+        case .done: return try body()
+        case .wouldBlock: throw .errno(EAGAIN, "lock", lockPath)
+        case .failed(let code): throw .errno(code, "lock", lockPath)
         }
-        return try body()
     }
 }
 

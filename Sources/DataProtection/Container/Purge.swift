@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 
 #if canImport(Glibc)
 import Glibc
@@ -117,17 +116,17 @@ public enum Purge {
     /// Whether the file at `path` is open for writing through a container (a shared OFD lock on it).
     static func isBeingWritten(_ c: Confinement, _ path: String) throws(SystemError) -> Bool {
         let fd = try c.open(path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK, noSymlinks: true)
-        defer { Glibc.close(fd) }
-        var holder: Int32 = 0
-        guard dp_fcntl_lock(fd, dp_F_OFD_GETLK, Int16(F_WRLCK), Int16(SEEK_SET), 0, 0, &holder) == 0 else { throw SystemError(errno) }
-        return holder != 0
+        defer { c.io.close(fd) }
+        switch OFDLock.isLocked(fd: fd, .exclusive, start: 0, length: 0) {
+        case .done: return false
+        case .wouldBlock: return true
+        case .failed(let code): throw SystemError(code)
+        }
     }
 
     /// Bytes available to unprivileged users on the container's filesystem.
     static func freeBytes(_ c: Confinement) -> Int64 {
-        var s = statvfs()
-        guard fstatvfs(c.rootFD, &s) == 0 else { return 0 }
-        return Int64(s.f_bavail) * Int64(s.f_frsize)
+        (try? c.io.availableBytes(onFileSystemOf: c.rootFD)) ?? 0
     }
 
     /// Removes the now-empty subdirectories below `path` (never `path` itself).

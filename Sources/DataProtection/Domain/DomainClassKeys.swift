@@ -77,27 +77,27 @@ final class KeybagWatch: Sendable {
     }
     private let fd: Int32
     private let stamp: Stamp
+    /// The real calls, not a domain's seam: a watch that cannot open or examine the file only makes the next use re-read it.
+    private static let io = SystemFileIO()
 
     /// Nil when the file cannot be opened (there is no keybag, or it cannot be read): every use then re-reads it.
     init?(_ path: String) {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard let fd = try? Self.io.open(path, flags: O_RDONLY, mode: 0) else { return nil }
         guard let s = Self.stamp(fd) else {
-            Glibc.close(fd)
+            Self.io.close(fd)
             return nil
         }
         self.fd = fd
         self.stamp = s
     }
 
-    deinit { Glibc.close(fd) }
+    deinit { Self.io.close(fd) }
 
     var isUnchanged: Bool { Self.stamp(fd) == stamp }
 
     /// Nil when the file has no link left (it was replaced or removed) or cannot be examined.
     private static func stamp(_ fd: Int32) -> Stamp? {
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_nlink > 0 else { return nil }
+        guard let st = try? io.fullStatus(fd), st.st_nlink > 0 else { return nil }
         return Stamp(size: Int64(st.st_size), mtime: st.st_mtim, ctime: st.st_ctim)
     }
 }

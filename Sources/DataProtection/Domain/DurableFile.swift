@@ -53,10 +53,13 @@ enum DurableFile {
     /// Takes the exclusive OFD lock of `fd` (waiting, or not) and checks that `path` still names it.
     /// - Returns: false when another holds the lock (no wait) or `path` now names another file or none.
     static func lockOwned(_ fd: Int32, at path: String, wait: Bool) throws(SystemError) -> Bool {
-        switch wait ? OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) : OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 0) {
-        case .done: break
-        case .wouldBlock: return false
-        case .failed(let code): throw SystemError(code)
+        locking: while true {
+            switch wait ? OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) : OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 0) {
+            case .done: break locking
+            case .wouldBlock: return false
+            case .failed(EINTR): continue
+            case .failed(let code): throw SystemError(code)
+            }
         }
         var mine = stat(), named = stat()
         guard fstat(fd, &mine) == 0 else { throw SystemError(errno) }

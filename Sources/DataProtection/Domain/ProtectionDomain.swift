@@ -58,7 +58,7 @@ public final class ProtectionDomain: Sendable {
     }
 
     /// Whether a keybag exists at `location`.
-    public static func exists(at location: DomainLocation) -> Bool { access(location.keybagPath, F_OK) == 0 }
+    public static func exists(at location: DomainLocation) -> Bool { SystemFileIO().exists(location.keybagPath) }
 
     /// Creates a new domain: device secret, fresh class keys, keybag; then shows the recovery key once.
     ///

@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -209,9 +208,8 @@ extension ProtectionDomain {
         var out = Set<String>()
         for p in paths {
             // Absolute paths in the journal: a resume from another working directory must find the same files.
-            guard let resolved = realpath(p, nil) else { throw ProtectionError.errno(errno, "find", p) }
-            let root = String(cString: resolved)
-            free(resolved)
+            let root: String
+            do throws(SystemError) { root = try io.resolvedPath(p) } catch { throw ProtectionError.errno(error.errno, "find", p) }
             try FileTree.walk(root) { (file) throws(ProtectionError) in
                 guard let info = try? files.info(file) else { return }  // not protected, or unreadable: not ours to rotate
                 if info.protectionClass == c && info.classKeyGeneration != g { out.insert(file) }
@@ -236,8 +234,7 @@ private final class DurableBatch {
     func add(_ index: Int, _ path: String?) throws(ProtectionError) {
         pending.append(index)
         if let path {
-            var st = stat()
-            if fstatat(AT_FDCWD, path, &st, 0) == 0, fileSystems[UInt64(st.st_dev)] == nil { fileSystems[UInt64(st.st_dev)] = path }
+            if let st = try? journal.io.status(atPath: path), fileSystems[UInt64(st.st_dev)] == nil { fileSystems[UInt64(st.st_dev)] = path }
         }
         if pending.count >= Self.size { try flush() }
     }
@@ -246,10 +243,11 @@ private final class DurableBatch {
     func flush() throws(ProtectionError) {
         guard !pending.isEmpty else { return }
         for path in fileSystems.values {
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw ProtectionError.errno(errno, "sync the file system of", path) }
-            defer { Glibc.close(fd) }
-            guard dp_syncfs(fd) == 0 else { throw ProtectionError.errno(errno, "sync the file system of", path) }
+            do throws(SystemError) {
+                let fd = try journal.io.open(path, flags: O_RDONLY, mode: 0)
+                defer { journal.io.close(fd) }
+                try journal.io.syncFileSystem(fd)
+            } catch { throw ProtectionError.errno(error.errno, "sync the file system of", path) }
         }
         for i in pending { try journal.append(i) }
         try journal.sync()

@@ -169,13 +169,14 @@ public final class ProtectedFiles: Sendable {
             // A regular file of a batch or more is read in place by the threads that seal it (pread). What it grows
             // by meanwhile, smaller files (among them pseudo-files whose stated size is not their content) and any
             // other input (a pipe, a terminal) are read in batches below.
-            var st = stat()
-            let position = Int64(lseek(source, 0, SEEK_CUR))
-            if fstat(source, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, position >= 0, Int64(st.st_size) - position >= Int64(cap) {
-                let count = Int64(st.st_size) - position
+            let position = (try? io.seek(source, to: 0, from: SEEK_CUR)) ?? -1
+            if position >= 0, (try? io.status(source))?.type == S_IFREG, let size = try? io.size(source), size - position >= Int64(cap) {
+                let count = size - position
                 try h.write(fromFile: source, at: position, count: Int(count), to: 0)
                 offset = count
-                guard lseek(source, off_t(position + count), SEEK_SET) >= 0 else { throw ProtectionError.errno(errno, "read the input for", path) }
+                do throws(SystemError) { _ = try io.seek(source, to: position + count, from: SEEK_SET) } catch {
+                    throw ProtectionError.errno(error.errno, "read the input for", path)
+                }
             }
             let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: cap, alignment: 64)
             var used = 0  // bytes that have held the input's plaintext

@@ -1,4 +1,4 @@
-internal import CShims
+import SystemLayer
 
 /// Splits the chunks of one batch across the machine's cores.
 ///
@@ -13,7 +13,7 @@ internal import CShims
 /// core's cache when it opens (or writes) them, and one core's system call
 /// overlaps the other's cipher work.
 enum ChunkParallelism {
-    static let cores = Int(dp_available_cpus())
+    static let cores = Processor.available()
     /// Fewer chunk bytes than this per core are not worth a thread wake-up.
     static let minBytesPerPart = 128 * 1024
     /// Chunk bytes per call of `body` when pieces are independent (reads): small, so the cores finish a batch
@@ -86,31 +86,31 @@ enum ChunkParallelism {
 
         deinit { words.deallocate() }
 
-        func finished(_ p: Int) { dp_atomic_store_u32(words + 3 + p, 1) }
+        func finished(_ p: Int) { AtomicWord32(words + 3 + p).store(1) }
 
-        private func isFinished(_ p: Int) -> Bool { p < pieces && dp_atomic_load_u32(words + 3 + p) != 0 }
+        private func isFinished(_ p: Int) -> Bool { p < pieces && AtomicWord32(words + 3 + p).load() != 0 }
 
         /// Runs `serial` over the finished pieces from the cursor on, unless another thread is doing so. A thread
         /// that finds the token taken leaves; the holder looks again after letting go, so no finished piece is missed.
         func drain<E: Error>(_ serial: (Int, Int) throws(E) -> Void) throws(E) {
-            while dp_atomic_cas_u32(words, 0, 1) != 0 {
-                guard dp_atomic_load_u32(words + 1) == 0 else {  // checked under the token: a failed stage stays stopped
-                    dp_atomic_store_u32(words, 0)
+            while AtomicWord32(words).compareExchange(expected: 0, desired: 1) {
+                guard AtomicWord32(words + 1).load() == 0 else {  // checked under the token: a failed stage stays stopped
+                    AtomicWord32(words).store(0)
                     return
                 }
-                let from = Int(dp_atomic_load_u32(cursor))
+                let from = Int(AtomicWord32(cursor).load())
                 var to = from
                 while isFinished(to) { to += 1 }
                 if to > from {
                     do throws(E) { try serial(from, to) } catch {
-                        dp_atomic_store_u32(words + 1, 1)
-                        dp_atomic_store_u32(words, 0)
+                        AtomicWord32(words + 1).store(1)
+                        AtomicWord32(words).store(0)
                         throw error
                     }
-                    dp_atomic_store_u32(cursor, UInt32(to))
+                    AtomicWord32(cursor).store(UInt32(to))
                 }
-                dp_atomic_store_u32(words, 0)
-                guard isFinished(Int(dp_atomic_load_u32(cursor))) else { return }
+                AtomicWord32(words).store(0)
+                guard isFinished(Int(AtomicWord32(cursor).load())) else { return }
             }
         }
     }

@@ -1,4 +1,4 @@
-internal import CShims
+import SystemLayer
 
 #if canImport(Glibc)
 import Glibc
@@ -31,7 +31,7 @@ final class ChunkWorkers: @unchecked Sendable {  // `workers` is fixed after ini
 
     private init() {
         _ = forkedChild  // initialised before the fork handler can run
-        pthread_atfork(nil, nil, { dp_atomic_store_u32(forkedChild, 1) })
+        pthread_atfork(nil, nil, { AtomicWord32(forkedChild).store(1) })
         workers = (0..<max(0, ChunkParallelism.cores - 1)).compactMap { _ in Worker.start() }
     }
 
@@ -39,7 +39,7 @@ final class ChunkWorkers: @unchecked Sendable {  // `workers` is fixed after ini
     /// - Throws: the error of the lowest failing piece (no new piece starts after a failure).
     func run<E: Error>(pieces: Int, helpers: Int, _ piece: (Int) throws(E) -> Void) throws(E) {
         var claimed: [Worker] = []
-        if dp_atomic_load_u32(forkedChild) == 0 {
+        if AtomicWord32(forkedChild).load() == 0 {
             for w in workers where claimed.count < helpers && w.claim() { claimed.append(w) }
         }
         guard !claimed.isEmpty else {
@@ -47,7 +47,7 @@ final class ChunkWorkers: @unchecked Sendable {  // `workers` is fixed after ini
             return
         }
         let participants = claimed.count + 1
-        let next = UnsafeMutablePointer<Int64>.allocate(capacity: 1)
+        let next = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
         next.initialize(to: 0)
         // One slot per participant for its first failure; each participant writes only its own.
         let failures = UnsafeMutablePointer<(Int, E)?>.allocate(capacity: participants)
@@ -62,10 +62,10 @@ final class ChunkWorkers: @unchecked Sendable {  // `workers` is fixed after ini
             nonisolated(unsafe) let piece = piece
             nonisolated(unsafe) let next = next, failures = failures
             let job: (Int) -> Void = { slot in
-                while case let p = Int(dp_atomic_fetch_add_i64(next, 1)), p < pieces {
+                while case let p = Int(truncatingIfNeeded: AtomicWord64(next).fetchAdd(1)), p < pieces {
                     do throws(E) { try piece(p) } catch {
                         failures[slot] = (p, error)
-                        _ = dp_atomic_fetch_add_i64(next, Int64(pieces))  // past the end: no new pieces
+                        AtomicWord64(next).fetchAdd(UInt64(pieces))  // past the end: no new pieces
                         return
                     }
                 }
@@ -113,7 +113,7 @@ final class ChunkWorkers: @unchecked Sendable {  // `workers` is fixed after ini
         }
 
         /// Takes the worker for one job if it is idle.
-        func claim() -> Bool { dp_atomic_cas_u32(word, Self.idle, Self.claimed) != 0 }
+        func claim() -> Bool { AtomicWord32(word).compareExchange(expected: Self.idle, desired: Self.claimed) }
 
         func publish(_ job: @escaping (Int) -> Void, slot: Int) {
             self.job = job
@@ -123,16 +123,16 @@ final class ChunkWorkers: @unchecked Sendable {  // `workers` is fixed after ini
 
         /// Waits for the job to end (or withdraws it if the thread has not taken it yet) and frees the worker.
         func join() {
-            if dp_atomic_cas_u32(word, Self.ready, Self.claimed) == 0 { wait(for: Self.done, spin: ChunkWorkers.joinSpin) }
+            if !AtomicWord32(word).compareExchange(expected: Self.ready, desired: Self.claimed) { wait(for: Self.done, spin: ChunkWorkers.joinSpin) }
             job = nil
-            dp_atomic_store_u32(word, Self.idle)  // nobody waits for idle: no wake-up
+            AtomicWord32(word).store(Self.idle)  // nobody waits for idle: no wake-up
         }
 
         private func loop() -> Never {
-            dp_set_thread_name("dp-chunk-worker")
+            Processor.nameCurrentThread("dp-chunk-worker")
             while true {
                 wait(for: Self.ready, spin: ChunkWorkers.idleSpin)
-                guard dp_atomic_cas_u32(word, Self.ready, Self.running) != 0 else { continue }  // withdrawn
+                guard AtomicWord32(word).compareExchange(expected: Self.ready, desired: Self.running) else { continue }  // withdrawn
                 runJob()
                 set(Self.done)
             }
@@ -143,8 +143,8 @@ final class ChunkWorkers: @unchecked Sendable {  // `workers` is fixed after ini
         private func runJob() { job!(slot) }
 
         private func set(_ state: UInt32) {
-            dp_atomic_store_u32(word, state)
-            if dp_atomic_load_u32(word + 1) != 0 { dp_futex_wake_all(word) }
+            AtomicWord32(word).store(state)
+            if AtomicWord32(word + 1).load() != 0 { AtomicWord32(word).wakeAll() }
         }
 
         /// Spins until the state is `want`, for at most `spin` ns, then sleeps on the futex until it is.
@@ -152,19 +152,19 @@ final class ChunkWorkers: @unchecked Sendable {  // `workers` is fixed after ini
             var start: UInt64 = 0
             var polls = 0
             while true {
-                let seen = dp_atomic_load_u32(word)
+                let seen = AtomicWord32(word).load()
                 if seen == want { return }
                 polls += 1
                 if polls & 63 == 0 {
-                    let now = dp_monotonic_ns()
+                    let now = Processor.monotonicNanoseconds()
                     if start == 0 { start = now } else if now &- start > spin {
-                        _ = dp_atomic_fetch_add_u32(word + 1, 1)
-                        dp_futex_wait(word, seen)  // returns at once if the state already moved on
-                        _ = dp_atomic_fetch_add_u32(word + 1, UInt32.max)
+                        AtomicWord32(word + 1).fetchAdd(1)
+                        AtomicWord32(word).wait(whileEqualTo: seen)  // returns at once if the state already moved on
+                        AtomicWord32(word + 1).fetchAdd(UInt32.max)
                         continue
                     }
                 }
-                dp_cpu_relax()
+                Processor.relax()
             }
         }
     }

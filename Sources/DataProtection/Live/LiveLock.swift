@@ -1,5 +1,4 @@
 import SystemLayer
-internal import CShims
 import Locking
 import Synchronization
 
@@ -80,14 +79,16 @@ public final class LiveLock: Sendable {
     deinit { listener.stop() }
 
     static func defaultRuntimeRoot() -> String {
-        if let x = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), !x.isEmpty, access(x, W_OK) == 0 { return "\(x)/dataprotection" }
+        if let x = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), !x.isEmpty, io.isWritable(x) { return "\(x)/dataprotection" }
         return "/tmp/dataprotection-\(getuid())"
     }
 
     static func makePrivateDirectory(_ d: String) throws(ProtectionError) {
-        if mkdir(d, 0o700) != 0 && errno != EEXIST { throw .errno(errno, "create the runtime directory", d) }
-        var st = stat()
-        guard lstat(d, &st) == 0 else { throw .errno(errno, "inspect the runtime directory", d) }
+        do throws(SystemError) { try io.makeDirectory(atPath: d, mode: 0o700) } catch {
+            if error.errno != EEXIST { throw .errno(error.errno, "create the runtime directory", d) }
+        }
+        let st: stat
+        do throws(SystemError) { st = try io.linkStatus(d) } catch { throw .errno(error.errno, "inspect the runtime directory", d) }
         guard st.st_mode & S_IFMT == S_IFDIR, st.st_uid == getuid(), st.st_mode & 0o077 == 0 else {
             throw ProtectionError(.io(EPERM), "unable to use the runtime directory '\(d)': it must be a directory you own with mode 0700; run `chmod 700 \(d)` or remove it", path: d)
         }
@@ -305,15 +306,13 @@ public final class LiveLock: Sendable {
         var report = LockReport(epoch: 0, processesAcknowledged: 0, processesTimedOut: 0, staleRemoved: 0, elapsedMillis: 0)
         let dir = "\(directory)/l"
         let replyPath = "\(directory)/r-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-        let fd = dp_unix_dgram_bind(replyPath)
-        guard fd >= 0 else { return report }
-        defer { Glibc.close(fd); unlink(replyPath) }
+        guard let socket = try? UnixSocket.datagram(boundAt: replyPath) else { return report }
+        defer { socket.close(); try? io.unlink(replyPath) }
         var pending = 0
-        for name in listDirectory(dir) where name.hasSuffix(".sock") {
+        for name in (try? io.directoryNames(dir)) ?? [] where name.hasSuffix(".sock") {
             let path = "\(dir)/\(name)"
-            let n = message.withUnsafeBytes { dp_unix_dgram_send(fd, path, $0.baseAddress, UInt($0.count)) }
-            if n < 0 {
-                if errno == ECONNREFUSED || errno == ENOENT { unlink(path); report.staleRemoved += 1 }
+            do throws(SystemError) { _ = try message.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try socket.send(b, to: path) } } catch {
+                if error.errno == ECONNREFUSED || error.errno == ENOENT { try? io.unlink(path); report.staleRemoved += 1 }
                 continue
             }
             pending += 1
@@ -323,8 +322,8 @@ public final class LiveLock: Sendable {
         var buf = [UInt8](repeating: 0, count: 64)
         while pending > 0 {
             let wait = Int32(max(0, deadline - monotonicMillis()))
-            let n = buf.withUnsafeMutableBytes { dp_unix_dgram_recv(fd, $0.baseAddress, UInt($0.count), wait, nil) }
-            if n <= 0 { break }
+            let got = buf.withUnsafeMutableBytes { try? socket.receiveDatagram(into: $0, timeoutMilliseconds: wait) }
+            guard let got, got.count > 0 else { break }
             if buf.first == UInt8(ascii: "A") { report.processesAcknowledged += 1; pending -= 1 }
         }
         report.processesTimedOut = pending
@@ -342,15 +341,14 @@ public final class EventSubscription: Sendable {
 
 /// The listener: one socket and one thread per attached domain and process.
 final class Listener: @unchecked Sendable {
-    // @unchecked: `fd` and `path` are immutable; `stopping` is atomic.
-    let fd: Int32
+    // @unchecked: `socket` and `path` are immutable; `stopping` is atomic.
+    let socket: UnixSocket
     let path: String
     let stopping = Atomic<Bool>(false)
 
     init(directory: String) throws(ProtectionError) {
         path = "\(directory)/\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-        fd = dp_unix_dgram_bind(path)
-        guard fd >= 0 else { throw .errno(errno, "bind the lock listener", path) }
+        do throws(SystemError) { socket = try UnixSocket.datagram(boundAt: path) } catch { throw .errno(error.errno, "bind the lock listener", path) }
     }
 
     func start(_ owner: LiveLock) {
@@ -361,19 +359,17 @@ final class Listener: @unchecked Sendable {
 
     func run(_ ctx: ListenerContext) {
         var buf = [UInt8](repeating: 0, count: 256)
-        var from = [CChar](repeating: 0, count: 110)
         while !stopping.load(ordering: .acquiring) {
             guard let owner = ctx.owner else { break }
             let timeout = owner.autoLockTick()  // wakes for the auto-lock's warning and for a takeover
-            let n = buf.withUnsafeMutableBytes { b in from.withUnsafeMutableBufferPointer { dp_unix_dgram_recv(fd, b.baseAddress, UInt(b.count), timeout, $0.baseAddress) } }
-            guard n > 0 else { continue }
-            if let reply = owner.handle(buf[0..<n]), from[0] != 0 {
-                let to = String(decoding: from.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                _ = reply.withUnsafeBytes { dp_unix_dgram_send(fd, to, $0.baseAddress, UInt($0.count)) }
+            let got = buf.withUnsafeMutableBytes { try? socket.receiveDatagram(into: $0, timeoutMilliseconds: timeout, sender: true) }
+            guard let got, got.count > 0 else { continue }
+            if let reply = owner.handle(buf[0..<got.count]), let to = got.sender {
+                _ = reply.withUnsafeBytes { try? socket.send($0, to: to) }
             }
         }
-        Glibc.close(fd)
-        unlink(path)
+        socket.close()
+        try? io.unlink(path)
     }
 
     func stop() { stopping.store(true, ordering: .releasing) }
@@ -400,16 +396,8 @@ func detachThread(_ body: @escaping @Sendable () -> Void) {
     pthread_detach(tid)
 }
 
-func listDirectory(_ path: String) -> [String] {
-    guard let d = opendir(path) else { return [] }
-    defer { closedir(d) }
-    var names: [String] = []
-    while let e = readdir(d) {
-        let name = entryName(e)
-        if name != "." && name != ".." { names.append(name) }
-    }
-    return names
-}
+/// The live lock's system calls (directories, sockets' names): the real ones, on the host's runtime directory.
+private let io = SystemFileIO()
 
 @inline(__always)
 func monotonicMillis() -> Double {

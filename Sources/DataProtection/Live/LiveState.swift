@@ -1,4 +1,4 @@
-internal import CShims
+import SystemLayer
 
 #if canImport(Glibc)
 import Glibc
@@ -26,44 +26,47 @@ final class LiveState: RevocationState, @unchecked Sendable {
     // @unchecked: the mapping is immutable after init; every access is atomic.
     static let magic: UInt64 = 0x3130_4556_494C_5044  // "DPLIVE01" little-endian
     static let size = 4096
+    private let page: SharedPage
+    /// `page.base`, kept here so the per-operation check is one load with no hop through the page object.
     private let base: UnsafeMutableRawPointer
     let path: String
 
     /// Maps (creating if needed) the state page at `path` (mode 0600).
     init(path: String) throws(ProtectionError) {
         self.path = path
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .errno(errno, "open the lock state", path) }
-        defer { Glibc.close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw .errno(errno, "inspect the lock state", path) }
-        guard st.st_uid == getuid(), st.st_mode & 0o077 == 0 else {
-            throw ProtectionError(.io(EPERM), "unable to use the lock state '\(path)': it must belong to you with mode 0600; remove it and retry", path: path)
+        do throws(SharedPage.Failure) {
+            page = try SharedPage(path: path, size: Self.size, mode: 0o600) { owner, permissions in owner == getuid() && permissions & 0o077 == 0 }
+        } catch {
+            switch error {
+            case .refused:
+                throw ProtectionError(.io(EPERM), "unable to use the lock state '\(path)': it must belong to you with mode 0600; remove it and retry", path: path)
+            case .system(let step, let e):
+                let action = switch step {
+                case .open: "open the lock state"
+                case .inspect: "inspect the lock state"
+                case .resize: "size the lock state"
+                case .map: "map the lock state"
+                }
+                throw .errno(e.errno, action, path)
+            }
         }
-        if st.st_size < Self.size, ftruncate(fd, off_t(Self.size)) != 0 { throw .errno(errno, "size the lock state", path) }
-        guard let p = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), p != MAP_FAILED else {
-            throw .errno(errno, "map the lock state", path)
-        }
-        base = p
+        base = page.base
         // First user writes the magic; a zeroed page is a valid "never locked" state.
-        _ = dp_atomic_cas_u64(field(0), 0, Self.magic)
-        guard dp_atomic_load_u64(field(0)) == Self.magic else {
-            munmap(p, Self.size)
+        _ = field(0).compareExchange(expected: 0, desired: Self.magic)
+        guard field(0).load() == Self.magic else {
             throw ProtectionError(.io(EIO), "unable to use the lock state '\(path)': it is not a lock-state page; remove it and retry", path: path)
         }
     }
 
-    deinit { munmap(base, Self.size) }
-
-    @inline(__always) private func field(_ offset: Int) -> UnsafeMutablePointer<UInt64> {
-        (base + offset).assumingMemoryBound(to: UInt64.self)
+    @inline(__always) private func field(_ offset: Int) -> AtomicWord64 {
+        AtomicWord64((base + offset).assumingMemoryBound(to: UInt64.self))
     }
 
     /// The current lock epoch (one atomic load: the per-operation check).
-    @inline(__always) var epoch: UInt64 { dp_atomic_load_u64(field(8)) }
+    @inline(__always) var epoch: UInt64 { field(8).load() }
 
     /// The classes currently locked.
-    var lockedMask: UInt64 { dp_atomic_load_u64(field(16)) }
+    var lockedMask: UInt64 { field(16).load() }
 
     @inline(__always) func isLocked(_ c: ProtectionClass) -> Bool { lockedMask & (1 << UInt64(c.rawValue)) != 0 }
 
@@ -72,13 +75,13 @@ final class LiveState: RevocationState, @unchecked Sendable {
     /// The mask is set first, so any handle that sees the new epoch also sees the mask.
     @discardableResult
     func lock(_ classes: Set<ProtectionClass>) -> UInt64 {
-        _ = dp_atomic_fetch_or_u64(field(16), Self.mask(classes))
-        return dp_atomic_fetch_add_u64(field(8), 1) + 1
+        field(16).fetchOr(Self.mask(classes))
+        return field(8).fetchAdd(1) + 1
     }
 
     /// Clears `classes` from the locked mask (the epoch is unchanged: unlocking revokes nothing).
     func unlock(_ classes: Set<ProtectionClass>) {
-        _ = dp_atomic_fetch_and_u64(field(16), ~Self.mask(classes))
+        field(16).fetchAnd(~Self.mask(classes))
     }
 
     /// Whether keys of class `c` must be dropped now: A and C when locked, or A when the auto-lock deadline has
@@ -97,8 +100,8 @@ final class LiveState: RevocationState, @unchecked Sendable {
 
     /// The auto-lock deadline in Unix milliseconds, 0 for none, or `lockingMarker` while its lock runs.
     var autoLockDeadline: Int64 {
-        get { Int64(bitPattern: dp_atomic_load_u64(field(24))) }
-        set { dp_atomic_store_u64(field(24), UInt64(bitPattern: newValue)) }
+        get { Int64(bitPattern: field(24).load()) }
+        set { field(24).store(UInt64(bitPattern: newValue)) }
     }
 
     /// What the deadline field holds while an auto-lock's lock step runs: already passed, so every
@@ -107,8 +110,8 @@ final class LiveState: RevocationState, @unchecked Sendable {
 
     /// How long before the auto-lock deadline `willLock` goes out, in milliseconds.
     var autoLockGraceMillis: Int64 {
-        get { Int64(bitPattern: dp_atomic_load_u64(field(32))) }
-        set { dp_atomic_store_u64(field(32), UInt64(bitPattern: newValue)) }
+        get { Int64(bitPattern: field(32).load()) }
+        set { field(32).store(UInt64(bitPattern: newValue)) }
     }
 
     /// Sets the auto-lock deadline (0: none) and its grace; the grace is written first, so whoever sees the deadline sees its grace.
@@ -119,12 +122,12 @@ final class LiveState: RevocationState, @unchecked Sendable {
 
     /// Claims the warning of the auto-lock at `deadline`: true for exactly one caller per deadline, host-wide.
     func claimWarning(_ deadline: Int64) -> Bool {
-        let claimed = dp_atomic_load_u64(field(40))
-        return claimed != UInt64(bitPattern: deadline) && dp_atomic_cas_u64(field(40), claimed, UInt64(bitPattern: deadline)) != 0
+        let claimed = field(40).load()
+        return claimed != UInt64(bitPattern: deadline) && field(40).compareExchange(expected: claimed, desired: UInt64(bitPattern: deadline))
     }
 
     /// The deadline whose warning was claimed (0: none).
-    var warnedDeadline: Int64 { Int64(bitPattern: dp_atomic_load_u64(field(40))) }
+    var warnedDeadline: Int64 { Int64(bitPattern: field(40).load()) }
 
     /// Locks `classes` for the auto-lock at `deadline`, at most once: the first caller wins the compare-and-swap.
     ///
@@ -133,9 +136,9 @@ final class LiveState: RevocationState, @unchecked Sendable {
     /// The deadline reads "being locked" until the mask and epoch are set, so no
     /// per-operation check sees the classes unlocked in between.
     func lockAtDeadline(_ deadline: Int64, _ classes: Set<ProtectionClass>) -> UInt64? {
-        guard deadline > 0, dp_atomic_cas_u64(field(24), UInt64(bitPattern: deadline), UInt64(bitPattern: Self.lockingMarker)) != 0 else { return nil }
+        guard deadline > 0, field(24).compareExchange(expected: UInt64(bitPattern: deadline), desired: UInt64(bitPattern: Self.lockingMarker)) else { return nil }
         let epoch = lock(classes)
-        _ = dp_atomic_cas_u64(field(24), UInt64(bitPattern: Self.lockingMarker), 0)  // an unlock meanwhile keeps its own deadline
+        _ = field(24).compareExchange(expected: UInt64(bitPattern: Self.lockingMarker), desired: 0)  // an unlock meanwhile keeps its own deadline
         return epoch
     }
 
