@@ -497,7 +497,11 @@ public final class ProtectedFiles: Sendable {
         _ path: String, protection: ProtectionClass, durable: Bool, via: ProtectedDataEntryPoint, fill: (ProtectedFileHandle) throws(ProtectionError) -> Void
     ) throws(ProtectionError) {
         do throws(ProtectionError) {
-            let (header, generation) = try newHeader(path, protection: protection, via: via)
+            // A refusal before anything exists says "create", as a new file's would (a locked class, an unsupported cipher).
+            let header: FileHeader, generation: UInt32
+            do throws(ProtectionError) { (header, generation) = try newHeader(path, protection: protection, via: via) } catch {
+                throw error.about(path, "create")
+            }
             let replace: AtomicReplace
             do throws(SystemError) { replace = try AtomicReplace(replacing: path, mode: 0o600, io: io) } catch { throw .replace(error, "write", path, io: io) }
             let h = try newFile(replace.fd, header: header, generation: generation, path: replace.temporaryPath, journaled: false, via: via) { replace.discard() }
