@@ -83,8 +83,9 @@ let package = Package(
             ],
             exclude: ["README.md"]),
 
-        // The fuzz harnesses (keybag parser and unwrapping, protected-file reads), shared by Fuzz/ (through the product
-        // FuzzHarnesses) and FuzzRegressionTests, so the replay applies the fuzzers' own oracles.
+        // The fuzz harnesses (keybag parser and unwrapping, protected-file reads, container paths through the package-level
+        // Confinement), shared by Fuzz/ (through the product FuzzHarnesses) and FuzzRegressionTests, so the replay
+        // applies the fuzzers' own oracles.
         .target(
             name: "FuzzHarnesses", dependencies: ["DataProtection", "DataProtectionFormat", "ProtectionCrypto", "SystemLayer"],
             path: "Tests/Support/FuzzHarnesses"),

@@ -1,8 +1,8 @@
 // swift-tools-version: 6.1
 // libFuzzer targets for swift-data-protection's parsers (a separate package with
 // plain targets, as libFuzzer needs). Build and run with Fuzz/run (see Fuzz/README.md).
-// The keybag and protected-file harnesses are the root package's FuzzHarnesses product (on
-// DataProtectionFormat's public parser), which FuzzRegressionTests replays the corpora through.
+// The harnesses (keybag, protected file, container paths) are the root package's FuzzHarnesses product,
+// which FuzzRegressionTests replays the corpora through; the targets call only their public entry points.
 import PackageDescription
 
 let package = Package(
@@ -10,11 +10,8 @@ let package = Package(
     dependencies: [.package(name: "swift-data-protection", path: "../")],
     targets: [
         .target(name: "CFuzz"),
-        // Writing seeds, and the container path harness (still linked into the tests by a symbolic link).
-        .target(name: "FuzzSupport", dependencies: [
-            .product(name: "DataProtection", package: "swift-data-protection"),
-            .product(name: "ProtectionCrypto", package: "swift-data-protection"),
-        ]),
+        // Writing seeds.
+        .target(name: "FuzzSupport"),
         .executableTarget(name: "FuzzHeader", dependencies: [
             "FuzzSupport", "CFuzz", .product(name: "FuzzHarnesses", package: "swift-data-protection"),
         ]),
@@ -24,6 +21,8 @@ let package = Package(
         .executableTarget(name: "FuzzKeybag", dependencies: [
             "FuzzSupport", "CFuzz", .product(name: "FuzzHarnesses", package: "swift-data-protection"),
         ]),
-        .executableTarget(name: "FuzzPath", dependencies: ["FuzzSupport", "CFuzz"]),
+        .executableTarget(name: "FuzzPath", dependencies: [
+            "CFuzz", .product(name: "FuzzHarnesses", package: "swift-data-protection"),
+        ]),
     ]
 )

@@ -1,4 +1,5 @@
 // Changes made without coordination, reported to this process's presenters after the fact (inotify).
+internal import SystemLayer
 internal import Glibc
 import Dispatch
 import Foundation
@@ -22,18 +23,18 @@ final class ChangeWatcher: Sendable {
     }
 
     static let grace: UInt64 = 200_000_000
+    private static let io = SystemFileIO()
     private static let debounce: DispatchTimeInterval = .milliseconds(20)
 
-    private let fd: Int32
+    private let events: Inotify
     private let state = Locked(State())
     private let report: @Sendable (String) -> Void
 
     /// Starts the watcher; nil when inotify is unavailable (changes are then simply not reported).
     /// - Parameter report: called with the path of a presented item that changed without coordination.
     init?(report: @escaping @Sendable (String) -> Void) {
-        let fd = inotify_init1(Int32(IN_CLOEXEC))
-        guard fd >= 0 else { return nil }
-        self.fd = fd
+        guard let events = try? Inotify() else { return nil }
+        self.events = events
         self.report = report
         let thread = Thread { [self] in readEvents() }
         thread.name = "FileCoordination.ChangeWatcher"
@@ -46,8 +47,7 @@ final class ChangeWatcher: Sendable {
         state.withLock { state in
             guard state.directories[directory] == nil else { return }
             let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB)
-            let wd = inotify_add_watch(fd, directory.path, mask)
-            guard wd >= 0 else { return }
+            guard let wd = try? events.watch(directory.path, mask: mask) else { return }
             state.directories[directory] = wd
             state.watches[wd] = directory.path
         }
@@ -68,9 +68,11 @@ final class ChangeWatcher: Sendable {
     private func readEvents() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return }
+            // EINTR is retried inside `read`; any other error, or the end of the stream, ends the watcher.
+            let read: Result<Int, SystemError> = buffer.withUnsafeMutableBytes { b in
+                do throws(SystemError) { return .success(try Self.io.read(events.fd, into: b)) } catch { return .failure(error) }
+            }
+            guard let count = try? read.get(), count > 0 else { return }
             var offset = 0
             let header = MemoryLayout<inotify_event>.size
             while offset + header <= count {

@@ -59,11 +59,7 @@ public struct CoordinationDomain: Sendable {
         return try CoordinationDomain(root: URL(fileURLWithPath: "/"), lockDirectory: URL(fileURLWithPath: directory))
     }
 
-    static func realPath(_ path: String) -> String? {
-        guard let resolved = Glibc.realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
+    static func realPath(_ path: String) -> String? { try? SystemFileIO().resolvedPath(path) }
 }
 
 /// The process-wide state of one lock directory, shared by every `CoordinationDomain` value naming it.

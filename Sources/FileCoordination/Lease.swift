@@ -29,7 +29,7 @@ final class Lease: Sendable {
 
     /// Drops a user; the last one closes the descriptor.
     func release() {
-        if references.subtract(1, ordering: .sequentiallyConsistent).newValue == 0 { _ = Glibc.close(fd) }
+        if references.subtract(1, ordering: .sequentiallyConsistent).newValue == 0 { SystemFileIO().close(fd) }
     }
 }
 
@@ -45,15 +45,14 @@ final class LeasePool: Sendable {
     /// - Throws: `CoordinationError.lockDirectoryUnavailable` when the lock file cannot be opened.
     func checkout() throws(CoordinationError) -> Lease {
         if let lease = idle.withLock({ $0.popLast() }) { return lease }
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
-        guard fd >= 0 else {
-            let code = errno
+        do throws(SystemError) {
+            return Lease(fd: try SystemFileIO().open(path, flags: O_RDWR | O_CREAT, mode: 0o666))  // O_CLOEXEC: always added
+        } catch {
             throw CoordinationError(
                 .lockDirectoryUnavailable, path: path,
                 message: "cannot open the lock file '\(path)'; check that its directory exists and is writable",
-                errno: code)
+                errno: error.errno)
         }
-        return Lease(fd: fd)
     }
 
     /// Releases every lock of the lease and returns it to the pool (unless an abandoned wait owns it).

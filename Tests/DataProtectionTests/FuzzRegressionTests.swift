@@ -1,6 +1,5 @@
 import Foundation
-// @testable: the path harness (a symbolic link to Fuzz/Sources/FuzzSupport) and its oracle check drive the internal Confinement.
-@testable import DataProtection
+import DataProtection
 import FuzzHarnesses
 import XCTest
 
@@ -8,7 +7,7 @@ import XCTest
 /// (`Fuzz/Corpus/<target>`, `Fuzz/Regressions/<target>`): protected files through the real
 /// reader (plaintext or a typed `ProtectionError`, never a crash); keybags through the fuzz
 /// target's own harness (the FuzzHarnesses target, which Fuzz/ links as a product) and path
-/// layouts through FuzzPath's (a symbolic link to Fuzz/Sources/FuzzSupport), so the replay
+/// layouts through FuzzPath's (the same target), so the replay
 /// keeps the fuzzers' oracles: typed keybag errors, no escape from a container root.
 final class FuzzRegressionTests: XCTestCase {
     let fuzz = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")

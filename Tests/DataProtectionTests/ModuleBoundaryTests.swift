@@ -79,8 +79,11 @@ final class ModuleBoundaryTests: XCTestCase {
             "BackupPolicy.swift", "ConfinedFileIO.swift", "Confinement.swift", "InUseLock.swift", "Preferences.swift", "Purge.swift",
             "Rotation.swift", "ChunkParallelism.swift", "ChunkWorkers.swift", "LiveLock.swift", "LiveState.swift", "DomainClassKeys.swift",
             "BundleSeal.swift", "Container.swift", "FileTree.swift", "ProtectionDomain.swift", "ProtectedFiles.swift",
+            "DurableFile.swift", "ProtectedFiles+Sweep.swift",
         ]),
-        ("FileCoordination", ["LockSupport.swift", "PresenterDelivery.swift", "SharedCounter.swift"]),
+        ("FileCoordination", [
+            "LockSupport.swift", "PresenterDelivery.swift", "SharedCounter.swift", "Lease.swift", "ChangeWatcher.swift", "CoordinationDomain.swift",
+        ]),
     ]
 
     /// C library calls on files, directories, sockets, mappings and locks: the system layer's job.
@@ -93,7 +96,7 @@ final class ModuleBoundaryTests: XCTestCase {
         "fstatvfs", "syncfs", "sync", "getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
         "fremovexattr", "listxattr", "flistxattr", "socket", "bind", "listen", "connect", "accept", "accept4", "send", "sendto", "recv",
         "recvfrom", "poll", "syscall", "access", "faccessat", "chmod", "fchmod", "fchmodat", "chown", "fchown", "fchownat", "realpath",
-        "utimensat", "futimens", "mknod", "mknodat", "mkfifo",
+        "utimensat", "futimens", "mknod", "mknodat", "mkfifo", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
     ]
 
     /// The file call `symbol` makes: a C symbol of `fileCalls`, or the Glibc overlay's Swift wrapper of one

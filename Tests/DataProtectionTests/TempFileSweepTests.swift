@@ -46,9 +46,32 @@ final class TempFileSweepTests: XCTestCase {
                 Glibc.close(source)
                 done.signal()
             }
-            // The temporary file appears (created and locked) before the first read of the input.
+            // The writer creates its temporary file, then locks it (AtomicReplace.claim), then reads the input: wait
+            // for the lock, not the name, or a sweep in between takes the unlocked file for a dead writer's.
+            let tmp = ProtectedFiles.temporaryPath(for: path)
             let deadline = ContinuousClock.now + timeout
-            while !FileManager.default.fileExists(atPath: ProtectedFiles.temporaryPath(for: path)) && ContinuousClock.now < deadline { usleep(1000) }
+            while !Self.isLockedByAnother(tmp) {
+                guard done.wait(timeout: .now() + .milliseconds(1)) == .timedOut else {
+                    throw WriterStopped(path: tmp, failure: failure)
+                }
+                guard ContinuousClock.now < deadline else { throw WriterStopped(path: tmp, failure: nil) }
+            }
+        }
+
+        /// Whether another open file description holds a lock on `path` (`F_OFD_GETLK`, which takes no lock, so
+        /// the writer's own `tryLock` never loses to this probe); false when nothing is there yet.
+        static func isLockedByAnother(_ path: String) -> Bool {
+            let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { return false }
+            defer { Glibc.close(fd) }
+            return OFDLock.isLocked(fd: fd, .exclusive, start: 0, length: 0) == .wouldBlock
+        }
+
+        /// The writer ended, or did not lock its temporary file in time, before it read any input.
+        struct WriterStopped: Error, CustomStringConvertible {
+            let path: String
+            let failure: Error?
+            var description: String { "the live writer never held the lock of '\(path)': \(failure.map { "\($0)" } ?? "timed out")" }
         }
 
         /// Sends the rest of the input and waits for the write to finish.

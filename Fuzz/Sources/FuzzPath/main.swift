@@ -3,7 +3,7 @@
 // paths through Confinement; a descriptor outside the root, or any change outside it, is a
 // finding (not just a crash). See PathHarness.swift for the input language.
 import CFuzz
-import FuzzSupport
+import FuzzHarnesses
 
 #if canImport(Glibc)
 import Glibc

@@ -22,7 +22,7 @@ extension Confinement {
 
     /// Replaces the plain file at `path` atomically, through the one atomic replace (AtomicReplace.swift) on the
     /// confined seam: its directory is opened beneath the root, and every other call is relative to it.
-    func writeFileAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) throws(SystemError) {
+    package func writeFileAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) throws(SystemError) {
         let replace = try AtomicReplace(replacing: path, mode: mode, flags: O_WRONLY, io: ConfinedFileIO(confinement: self, base: io))
         defer { io.close(replace.fd) }
         do throws(SystemError) {
@@ -35,7 +35,7 @@ extension Confinement {
     }
 
     /// Removes `path` and, if it is a directory, everything inside it, never following a symbolic link.
-    func removeTree(_ path: String) throws(SystemError) {
+    package func removeTree(_ path: String) throws(SystemError) {
         let st = try status(path)
         if st.st_mode & S_IFMT == S_IFDIR {
             for (name, _) in try entries(path, noSymlinks: true) { try removeTree(path + "/" + name) }

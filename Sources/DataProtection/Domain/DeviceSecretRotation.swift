@@ -96,7 +96,7 @@ struct DeviceSecretRotation: ~Copyable {
                 throw .errno(error.errno, "lock", path)
             }
             do throws(SystemError) {
-                if try DurableFile.lockOwned(fd, at: path, wait: true) { return fd }
+                if try DurableFile.lockOwned(fd, at: path, wait: true, io: io) { return fd }
             } catch {
                 io.close(fd)
                 throw .errno(error.errno, "lock", path)
@@ -139,7 +139,7 @@ struct DeviceSecretRotation: ~Copyable {
         let fd: Int32
         do throws(SystemError) { fd = try io.open(next, flags: O_WRONLY | O_NOFOLLOW | O_NONBLOCK, mode: 0) } catch { return }
         defer { io.close(fd) }
-        do throws(SystemError) { guard try DurableFile.lockOwned(fd, at: next, wait: false) else { return } } catch { return }
+        do throws(SystemError) { guard try DurableFile.lockOwned(fd, at: next, wait: false, io: io) else { return } } catch { return }
         // A keybag writer may be sealing under the current secret: promote only with the write lock.
         let writeLock: Int32
         do throws(ProtectionError) { writeLock = try lockCurrent(id, location, io: io) } catch { return }

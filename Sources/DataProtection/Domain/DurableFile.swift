@@ -52,7 +52,7 @@ enum DurableFile {
 
     /// Takes the exclusive OFD lock of `fd` (waiting, or not) and checks that `path` still names it.
     /// - Returns: false when another holds the lock (no wait) or `path` now names another file or none.
-    static func lockOwned(_ fd: Int32, at path: String, wait: Bool) throws(SystemError) -> Bool {
+    static func lockOwned(_ fd: Int32, at path: String, wait: Bool, io: any FileIO) throws(SystemError) -> Bool {
         locking: while true {
             switch wait ? OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) : OFDLock.trySet(fd: fd, .exclusive, start: 0, length: 0) {
             case .done: break locking
@@ -61,10 +61,10 @@ enum DurableFile {
             case .failed(let code): throw SystemError(code)
             }
         }
-        var mine = stat(), named = stat()
-        guard fstat(fd, &mine) == 0 else { throw SystemError(errno) }
-        guard lstat(path, &named) == 0 else { return false }
-        return mine.st_dev == named.st_dev && mine.st_ino == named.st_ino
+        let mine = try io.identity(fd)
+        let named: stat
+        do throws(SystemError) { named = try io.linkStatus(path) } catch { return false }
+        return mine.device == UInt64(named.st_dev) && mine.inode == UInt64(named.st_ino)
     }
 
     /// Atomically replaces `path` with `bytes` (public bytes).
@@ -133,17 +133,17 @@ enum PrivatePath {
         var prefix = isAbsolutePath(path) ? "" : "."
         for part in pathComponents(of: path) {
             prefix += "/" + part
-            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-                throw ProtectionError.errno(errno, "create the directory", prefix)
-            }
+            do throws(SystemError) { try io.makeDirectory(atPath: prefix, mode: 0o700) } catch where error.errno != EEXIST {
+                throw ProtectionError.errno(error.errno, "create the directory", prefix)
+            } catch {}
         }
     }
 
     /// Checks that `path` is owned by this user and not accessible to group or others.
     /// - Throws: `.insecurePermissions` naming the path and the `chmod` fix; `.notFound`; `.io`.
     static func checkPrivate(_ path: String, directory: Bool) throws(ProtectionError) {
-        var st = stat()
-        guard lstat(path, &st) == 0 else { throw ProtectionError.errno(errno, "inspect", path) }
+        let st: stat
+        do throws(SystemError) { st = try io.linkStatus(path) } catch { throw ProtectionError.errno(error.errno, "inspect", path) }
         let isDir = (st.st_mode & S_IFMT) == S_IFDIR, isReg = (st.st_mode & S_IFMT) == S_IFREG
         guard directory ? isDir : isReg else {
             throw ProtectionError(.insecurePermissions, "'\(path)' is not a \(directory ? "directory" : "regular file"); remove it and run the command again", path: path)
@@ -156,4 +156,7 @@ enum PrivatePath {
             throw ProtectionError(.insecurePermissions, "'\(path)' is accessible to other users (mode \(String(st.st_mode & 0o777, radix: 8))); it holds a device secret, so fix it with `chmod \(want) '\(path)'`", path: path)
         }
     }
+
+    /// The real calls: the domain's private directories are made before any seam is chosen.
+    private static let io = SystemFileIO()
 }

@@ -106,9 +106,9 @@ extension ProtectedFiles {
     /// `recoverTree(_:)` through the fault-injection seam `io` (package-level, for tests).
     package static func recoverTree(_ path: String, io: any FileIO) throws(ProtectionError) -> RecoveryReport {
         var report = RecoveryReport()
-        var st = stat()
-        let exists = lstat(path, &st) == 0
-        if exists && (st.st_mode & S_IFMT) == S_IFDIR {
+        let st = try? io.linkStatus(path)
+        let exists = st != nil
+        if let st, (st.st_mode & S_IFMT) == S_IFDIR {
             try FileTree.walk(path) { (f) throws(ProtectionError) in recoverEntry(f, io: io, into: &report) }
             return report
         }

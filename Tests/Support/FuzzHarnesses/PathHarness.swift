@@ -1,10 +1,9 @@
-// The container path-resolution fuzz harness, shared by the FuzzPath target and
-// FuzzRegressionTests (Tests/DataProtectionTests holds a symbolic link to this file).
-// It drives the internal `Confinement` through `@testable import`.
-// @testable: entryName, the directory-entry reader, is internal to the system layer.
-@testable import SystemLayer
-// @testable: the fuzzer drives the internal Confinement.
-@testable import DataProtection
+// The container path-resolution fuzz harness, shared by the FuzzPath target (Fuzz/, through this target's
+// product) and FuzzRegressionTests, so the replay applies the fuzzer's own oracles. It drives Confinement, which is
+// DataProtection's package API (this target is in the root package); the Fuzz package calls only its public entry
+// points (init, run, remove).
+import DataProtection
+import SystemLayer
 
 #if canImport(Glibc)
 import Glibc
@@ -33,7 +32,7 @@ import Glibc
 public final class PathFuzzHarness {
     let base: String
     let root: String
-    let outside: String
+    package let outside: String
     let secret = Array("outside the container".utf8)
     var secretIdentity = FileIdentity(stat())
 
@@ -108,7 +107,7 @@ public final class PathFuzzHarness {
     }
 
     /// Checks (and closes) a descriptor that `Confinement` returned for `path`.
-    func check(_ fd: Int32?, _ what: String, _ path: String, reading: Bool = false) -> String? {
+    package func check(_ fd: Int32?, _ what: String, _ path: String, reading: Bool = false) -> String? {
         guard let fd, fd >= 0 else { return nil }
         defer { close(fd) }
         var buf = [CChar](repeating: 0, count: 4096)
@@ -135,7 +134,7 @@ public final class PathFuzzHarness {
     }
 
     func names(_ path: String) -> [String] {
-        (try? FileTree.names(in: path)) ?? ["<\(path) is gone>"]
+        (try? SystemFileIO().directoryNames(path).sorted()) ?? ["<\(path) is gone>"]
     }
 
     /// Removes everything inside the directory `fd`, never following a symbolic link.

@@ -1,1 +1,0 @@
-../../Fuzz/Sources/FuzzSupport/PathHarness.swift
