@@ -80,7 +80,7 @@ final class ModuleBoundaryTests: XCTestCase {
             "Rotation.swift", "ChunkParallelism.swift", "ChunkWorkers.swift", "LiveLock.swift", "LiveState.swift", "DomainClassKeys.swift",
             "BundleSeal.swift", "Container.swift", "FileTree.swift", "ProtectionDomain.swift", "ProtectedFiles.swift",
         ]),
-        ("FileCoordination", ["LockSupport.swift", "PresenterDelivery.swift", "SharedCounter.swift"]),
+        ("FileCoordination", ["LockSupport.swift", "PresenterDelivery.swift", "PresenterHost.swift", "Rendezvous.swift"]),
     ]
 
     /// C library calls on files, directories, sockets, mappings and locks: the system layer's job.
