@@ -86,43 +86,6 @@ static int dp_unix_address(const char *path, struct sockaddr_un *address) {
     return 0;
 }
 
-int dp_unix_dgram_bind(const char *path) {
-    struct sockaddr_un a;
-    if (dp_unix_address(path, &a) != 0) return -1;
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) { int e = errno; close(fd); errno = e; return -1; }
-    return fd;
-}
-
-long dp_unix_dgram_send(int fd, const char *path, const void *buf, unsigned long len) {
-    struct sockaddr_un a;
-    if (dp_unix_address(path, &a) != 0) return -1;
-    ssize_t n;
-    do { n = sendto(fd, buf, len, MSG_NOSIGNAL, (struct sockaddr *)&a, sizeof(a)); } while (n < 0 && errno == EINTR);
-    return (long)n;
-}
-
-long dp_unix_dgram_recv(int fd, void *buf, unsigned long cap, int timeout_ms, char *from) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    int r;
-    do { r = poll(&p, 1, timeout_ms); } while (r < 0 && errno == EINTR);
-    if (r < 0) return -1;
-    if (r == 0) return 0;
-    struct sockaddr_un a;
-    socklen_t al = sizeof(a);
-    memset(&a, 0, sizeof(a));
-    ssize_t n;
-    do { n = recvfrom(fd, buf, cap, 0, (struct sockaddr *)&a, &al); } while (n < 0 && errno == EINTR);
-    if (n >= 0 && from != NULL) {
-        size_t pl = al > offsetof(struct sockaddr_un, sun_path) ? al - offsetof(struct sockaddr_un, sun_path) : 0;
-        if (pl >= sizeof(a.sun_path)) pl = sizeof(a.sun_path) - 1;
-        memcpy(from, a.sun_path, pl);
-        from[pl] = 0;
-    }
-    return (long)n;
-}
-
 int dp_syncfs(int fd) { return syncfs(fd); }
 int dp_statfs_type(const char *path, int64_t *out_type) {
     struct statfs st;

@@ -1,6 +1,5 @@
 // Delivering one batch of presenter messages with a deadline, and running reacquirers exactly once.
 internal import SystemLayer
-internal import Glibc
 import Dispatch
 import Foundation
 import Locking
@@ -61,7 +60,7 @@ final class PresenterDelivery: Sendable {
 
     /// Starts delivering `message` to `endpoint`.
     /// - Parameter deadline: for remote endpoints, how long the socket exchange may take.
-    func send(_ message: PresenterMessage, to endpoint: PresenterEndpoint, deadline: Duration, onUnreachable: @escaping @Sendable (RemotePeer) -> Void) {
+    func send(_ message: PresenterMessage, to endpoint: PresenterEndpoint, deadline: Duration) {
         let reacquirers = self.reacquirers
         let key = endpoint.key
         if message.awaitsReply { unanswered.withLock { _ = $0.insert(key) } }
@@ -84,7 +83,7 @@ final class PresenterDelivery: Sendable {
             queue.async {
                 let outcome = RemoteCall.exchange(message, presentedPath: path, peer: peer, deadline: deadline)
                 switch outcome {
-                case .unreachable: onUnreachable(peer)
+                case .unreachable: break
                 case .answered(let connection?):
                     reacquirers.add({ RemoteCall.reacquire(connection, deadline: deadline) }, on: queue)
                     answered()
@@ -115,38 +114,38 @@ final class PresenterDelivery: Sendable {
     }
 }
 
-/// The requesting side of one socket exchange with a presenter process.
+/// The requesting side of one exchange with a presenter process, over the rendezvous.
 enum RemoteCall {
     enum Outcome {
-        /// The peer answered; for a relinquish, the open connection that is the access's lease.
-        case answered(UnixSocket?)
+        /// The peer answered; for a relinquish, the open conversation that is the access's lease.
+        case answered(RendezvousConversation?)
         case timedOut
         case unreachable
     }
 
     static func exchange(_ message: PresenterMessage, presentedPath: String, peer: RemotePeer, deadline: Duration) -> Outcome {
-        guard let connection = try? UnixSocket.connected(to: peer.socketPath) else { return .unreachable }
-        guard connection.send(message.wireLine(presentedPath: presentedPath)) else {
-            connection.close()
+        // An unreachable peer whose process died is removed by the rendezvous (the generation moves, coordinators rescan).
+        guard let conversation = peer.rendezvous.connect(to: peer.id) else { return .unreachable }
+        guard conversation.send(Array(message.wireLine(presentedPath: presentedPath).utf8)) else {
+            conversation.close()
             return .unreachable
         }
-        var reader = LineReader(connection)
-        let milliseconds = Int32(clamping: deadline.nanoseconds / 1_000_000)
-        guard reader.next(timeoutMS: milliseconds) == "ok" else {
-            connection.close()
+        guard conversation.receive(timeoutMilliseconds: milliseconds(deadline)) == Array("ok".utf8) else {
+            conversation.close()
             return .timedOut
         }
-        if message.holdsAccess { return .answered(connection) }
-        connection.close()
+        if message.holdsAccess { return .answered(conversation) }
+        conversation.close()
         return .answered(nil)
     }
 
     /// Ends a relinquish lease: the presenter queues its reacquirers, then acknowledges (so later
     /// messages to it, sent after this returns, reach its presenters after the reacquirers).
-    static func reacquire(_ connection: UnixSocket, deadline: Duration) {
-        _ = connection.send("reacquire\n")
-        var reader = LineReader(connection)
-        _ = reader.next(timeoutMS: Int32(clamping: deadline.nanoseconds / 1_000_000))
-        connection.close()
+    static func reacquire(_ conversation: RendezvousConversation, deadline: Duration) {
+        _ = conversation.send(Array("reacquire".utf8))
+        _ = conversation.receive(timeoutMilliseconds: milliseconds(deadline))
+        conversation.close()
     }
+
+    private static func milliseconds(_ deadline: Duration) -> Int32 { Int32(clamping: deadline.nanoseconds / 1_000_000) }
 }

@@ -125,9 +125,7 @@ final class PresenterHub: Sendable {
     private func deliver(_ messages: [(PresenterMessage, PresenterEndpoint)], deadline: Duration) -> PresenterDelivery {
         let delivery = PresenterDelivery()
         for (message, endpoint) in messages {
-            delivery.send(message, to: endpoint, deadline: deadline) { [weak self] peer in
-                self?.rendezvous()?.forget(peer.id)
-            }
+            delivery.send(message, to: endpoint, deadline: deadline)
         }
         return delivery
     }

@@ -269,7 +269,7 @@ final class LiveLockTests: XCTestCase {
         let (_, runtime, id) = try makeDomain()
         let live = try LiveLock(domainID: id, runtimeDirectory: runtime)
         // A socket file left by a process that died: bound, then closed.
-        let stale = "\(live.directory)/l/999999-1.sock"
+        let stale = "\(live.directory)/999999-1.sock"
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         var addr = sockaddr_un(); addr.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &addr.sun_path) { p in _ = stale.utf8CString.withUnsafeBytes { p.copyMemory(from: $0) } }

@@ -82,7 +82,8 @@ final class ModuleBoundaryTests: XCTestCase {
             "DurableFile.swift", "ProtectedFiles+Sweep.swift",
         ]),
         ("FileCoordination", [
-            "LockSupport.swift", "PresenterDelivery.swift", "SharedCounter.swift", "Lease.swift", "ChangeWatcher.swift", "CoordinationDomain.swift",
+            "LockSupport.swift", "PresenterDelivery.swift", "PresenterHost.swift", "Rendezvous.swift", "Lease.swift", "ChangeWatcher.swift",
+            "CoordinationDomain.swift",
         ]),
     ]
 

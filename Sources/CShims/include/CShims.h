@@ -42,16 +42,6 @@ uint64_t dp_atomic_fetch_or_u64(uint64_t *p, uint64_t v);
 uint64_t dp_atomic_fetch_and_u64(uint64_t *p, uint64_t v);
 int dp_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired);
 
-/// A Unix datagram socket bound to `path` (close-on-exec); -1 and errno on failure.
-int dp_unix_dgram_bind(const char *path);
-/// Sends `len` bytes to the datagram socket at `path`; -1 and errno on failure
-/// (ECONNREFUSED when no process holds that socket any more).
-long dp_unix_dgram_send(int fd, const char *path, const void *buf, unsigned long len);
-/// Receives one datagram into `buf`, waiting at most `timeout_ms` (-1: forever);
-/// returns its length, 0 on timeout, -1 and errno on failure. The sender's path
-/// (if bound) is copied to `from` (NUL-terminated, at most 108 bytes).
-long dp_unix_dgram_recv(int fd, void *buf, unsigned long cap, int timeout_ms, char *from);
-
 /// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST instead of replacing `newpath`.
 int dp_renameat_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 

@@ -8,18 +8,19 @@ import Glibc
 
 /// One domain's live lock in this process: makes `lock` take effect in every process at once.
 ///
-/// Mechanism (works on a stock kernel; kernel key notifications are not used):
-/// - A shared state page (`LiveState`) holds a lock epoch and the locked-class
+/// Mechanism (works on a stock kernel; kernel key notifications are not used), on SystemLayer's one IPC
+/// primitive, a `RendezvousDirectory` in the domain's runtime directory:
+/// - Its shared state page (`LiveState`) holds a lock epoch and the locked-class
 ///   mask. Every handle operation compares the epoch with the one its keys were
 ///   obtained under: one atomic load.
-/// - Each attached process binds a Unix datagram socket in the domain's runtime
-///   directory and runs a listener thread. `lock` bumps the epoch, destroys the
-///   class keys, then sends every listener a lock message and waits for its
+/// - Each attached process has one endpoint there, served on the endpoint's
+///   receive thread, one event after another. `lock` bumps the epoch, destroys the
+///   class keys, then broadcasts a lock message and waits for every endpoint's
 ///   acknowledgement; a listener revokes (wipes the keys of) every handle whose
 ///   class is now locked — taking each handle's lock, so an operation in flight
 ///   finishes first — and then acknowledges. So when `lock` returns, no process
 ///   holds a locked class's key and no operation on one can succeed.
-/// - A dead process's socket refuses messages (ECONNREFUSED) and is removed.
+/// - A dead process's endpoint (its liveness lock gone) is removed.
 /// - Every lock warns first: one sequence (`runLockSequence`) sends every
 ///   listener `willLock` with a deadline, waits for it, then locks as above.
 ///   An explicit `lock` runs it in the caller. The auto-lock deadline
@@ -29,13 +30,16 @@ import Glibc
 ///   every attached process receives it once. From the deadline on, every
 ///   per-operation check already treats the classes as locked.
 ///
-/// Events reach other processes in one datagram: tens of microseconds.
+/// Events reach other processes over one Unix stream connection each: tens of microseconds.
 public final class LiveLock: Sendable {
     /// The domain this live lock belongs to (its identifier as 32 hex digits).
     public let domainID: String
     let directory: String
     let state: LiveState
-    private let listener: Listener
+    /// The domain's rendezvous (state page and one endpoint per attached process).
+    private let rendezvous: RendezvousDirectory
+    /// This process's endpoint: the listener that receives events and acknowledges locks.
+    private let listener: RendezvousEndpoint
     /// The key holders of this process (handles, in-process key copies) that a lock of this domain revokes.
     let revocation: Revocation
     private let subscribers = Locked<[Int: @Sendable (DomainEvent) -> Void]>([:])
@@ -62,21 +66,47 @@ public final class LiveLock: Sendable {
     /// Attaches this process to the live lock of `domainID`.
     /// - Parameters:
     ///   - domainID: the domain's identifier (`ProtectionDomain.id` as text); a domain attaches its own.
-    ///   - runtimeDirectory: where the shared page and sockets live; default
+    ///   - runtimeDirectory: where the domain's rendezvous (shared page and endpoints) lives; default
     ///     `$XDG_RUNTIME_DIR/dataprotection`, else `/tmp/dataprotection-<uid>`.
     /// - Throws: `.io` when the directory is not private to this user or cannot be made.
     public init(domainID: String, runtimeDirectory: String? = nil) throws(ProtectionError) {
         self.domainID = domainID
         let root = runtimeDirectory ?? Self.defaultRuntimeRoot()
         directory = "\(root)/\(domainID)"
-        for d in [root, directory, "\(directory)/l"] { try Self.makePrivateDirectory(d) }
-        state = try LiveState(path: "\(directory)/state")
+        // Who may send lock events: whoever can reach the endpoints, so the directory is this user's, mode 0700.
+        for d in [root, directory] { try Self.makePrivateDirectory(d) }
+        let statePath = "\(directory)/state"
+        do throws(RendezvousDirectory.Failure) {
+            rendezvous = try RendezvousDirectory(path: directory, words: LiveState.words, mode: 0o600) { owner, permissions in
+                owner == getuid() && permissions & 0o077 == 0
+            }
+            listener = try rendezvous.attach()
+        } catch {
+            throw Self.error(error, statePath)
+        }
+        state = try LiveState(rendezvous: rendezvous, path: statePath)
         revocation = Revocation(state: state)
-        listener = try Listener(directory: "\(directory)/l")
-        listener.start(self)
+        // The loop holds this LiveLock weakly: dropping it stops the listener (at its next tick, within 500 ms).
+        listener.start(.inline, requestTimeoutMilliseconds: 2000, tick: { [weak self] in self?.autoLockTick() }) { [weak self] request, conversation in
+            if let reply = self?.handle(request[...]) { _ = conversation.send(reply) }
+        }
     }
 
     deinit { listener.stop() }
+
+    /// The message for a rendezvous failure: the state page's steps, or the listener's.
+    private static func error(_ failure: RendezvousDirectory.Failure, _ statePath: String) -> ProtectionError {
+        switch failure {
+        case .pageRefused:
+            ProtectionError(.io(EPERM), "unable to use the lock state '\(statePath)': it must belong to you with mode 0600; remove it and retry", path: statePath)
+        case .page(.open, let e): .errno(e.errno, "open the lock state", statePath)
+        case .page(.inspect, let e): .errno(e.errno, "inspect the lock state", statePath)
+        case .page(.resize, let e): .errno(e.errno, "size the lock state", statePath)
+        case .page(.map, let e): .errno(e.errno, "map the lock state", statePath)
+        case .liveness(let e), .listen(let e), .publish(let e):
+            .errno(e.errno, "attach the lock listener in", statePath.dropLast("/state".count).description)
+        }
+    }
 
     static func defaultRuntimeRoot() -> String {
         if let x = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), !x.isEmpty, io.isWritable(x) { return "\(x)/dataprotection" }
@@ -289,7 +319,7 @@ public final class LiveLock: Sendable {
         for s in subscribers.withLock({ Array($0.values) }) { s(e) }
     }
 
-    /// Handles one datagram on the listener thread; returns the reply, if any.
+    /// Handles one event on the listener thread; returns the reply (the acknowledgement of a lock), if any.
     func handle(_ bytes: ArraySlice<UInt8>) -> [UInt8]? {
         guard let (event, epoch) = DomainEvent.decode(bytes) else { return nil }
         if case .didLock(let classes) = event {
@@ -303,31 +333,8 @@ public final class LiveLock: Sendable {
 
     /// Sends `message` to every listener of the domain; with `awaitAcks`, waits for each live one to answer.
     private func broadcast(_ message: [UInt8], awaitAcks: Bool, timeoutMillis: Int = 2000) -> LockReport {
-        var report = LockReport(epoch: 0, processesAcknowledged: 0, processesTimedOut: 0, staleRemoved: 0, elapsedMillis: 0)
-        let dir = "\(directory)/l"
-        let replyPath = "\(directory)/r-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-        guard let socket = try? UnixSocket.datagram(boundAt: replyPath) else { return report }
-        defer { socket.close(); try? io.unlink(replyPath) }
-        var pending = 0
-        for name in (try? io.directoryNames(dir)) ?? [] where name.hasSuffix(".sock") {
-            let path = "\(dir)/\(name)"
-            do throws(SystemError) { _ = try message.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try socket.send(b, to: path) } } catch {
-                if error.errno == ECONNREFUSED || error.errno == ENOENT { try? io.unlink(path); report.staleRemoved += 1 }
-                continue
-            }
-            pending += 1
-        }
-        guard awaitAcks else { return report }
-        let deadline = monotonicMillis() + Double(timeoutMillis)
-        var buf = [UInt8](repeating: 0, count: 64)
-        while pending > 0 {
-            let wait = Int32(max(0, deadline - monotonicMillis()))
-            let got = buf.withUnsafeMutableBytes { try? socket.receiveDatagram(into: $0, timeoutMilliseconds: wait) }
-            guard let got, got.count > 0 else { break }
-            if buf.first == UInt8(ascii: "A") { report.processesAcknowledged += 1; pending -= 1 }
-        }
-        report.processesTimedOut = pending
-        return report
+        let sent = rendezvous.broadcast(message, replyWithinMilliseconds: awaitAcks ? Int32(clamping: timeoutMillis) : nil)
+        return LockReport(epoch: 0, processesAcknowledged: sent.replied, processesTimedOut: sent.timedOut, staleRemoved: sent.removed, elapsedMillis: 0)
     }
 }
 
@@ -339,64 +346,7 @@ public final class EventSubscription: Sendable {
     public func cancel() { cancelAction.withLock { $0?(); $0 = nil } }
 }
 
-/// The listener: one socket and one thread per attached domain and process.
-final class Listener: @unchecked Sendable {
-    // @unchecked: `socket` and `path` are immutable; `stopping` is atomic.
-    let socket: UnixSocket
-    let path: String
-    let stopping = Atomic<Bool>(false)
-
-    init(directory: String) throws(ProtectionError) {
-        path = "\(directory)/\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-        do throws(SystemError) { socket = try UnixSocket.datagram(boundAt: path) } catch { throw .errno(error.errno, "bind the lock listener", path) }
-    }
-
-    func start(_ owner: LiveLock) {
-        // The thread holds the owner weakly: dropping the LiveLock stops the listener.
-        let ctx = ListenerContext(listener: self, owner: owner)
-        detachThread { ctx.listener.run(ctx) }
-    }
-
-    func run(_ ctx: ListenerContext) {
-        var buf = [UInt8](repeating: 0, count: 256)
-        while !stopping.load(ordering: .acquiring) {
-            guard let owner = ctx.owner else { break }
-            let timeout = owner.autoLockTick()  // wakes for the auto-lock's warning and for a takeover
-            let got = buf.withUnsafeMutableBytes { try? socket.receiveDatagram(into: $0, timeoutMilliseconds: timeout, sender: true) }
-            guard let got, got.count > 0 else { continue }
-            if let reply = owner.handle(buf[0..<got.count]), let to = got.sender {
-                _ = reply.withUnsafeBytes { try? socket.send($0, to: to) }
-            }
-        }
-        socket.close()
-        try? io.unlink(path)
-    }
-
-    func stop() { stopping.store(true, ordering: .releasing) }
-}
-
-final class ListenerContext: @unchecked Sendable {
-    let listener: Listener
-    weak var owner: LiveLock?
-    init(listener: Listener, owner: LiveLock) { self.listener = listener; self.owner = owner }
-}
-
-/// Runs `body` on a new detached thread.
-func detachThread(_ body: @escaping @Sendable () -> Void) {
-    final class Body: Sendable {
-        let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-    }
-    let box = Unmanaged.passRetained(Body(body))
-    var tid = pthread_t()
-    pthread_create(&tid, nil, { raw in
-        Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
-        return nil
-    }, box.toOpaque())
-    pthread_detach(tid)
-}
-
-/// The live lock's system calls (directories, sockets' names): the real ones, on the host's runtime directory.
+/// The live lock's system calls (its runtime directories): the real ones, on the host's runtime directory.
 private let io = SystemFileIO()
 
 @inline(__always)

@@ -4,10 +4,11 @@ import SystemLayer
 import Glibc
 #endif
 
-/// The lock state every process of one domain shares on this host: a page mapped `MAP_SHARED`.
+/// The lock state every process of one domain shares on this host: the user words of its rendezvous's state page.
 ///
 /// Layout (all fields 64-bit, native endian, accessed with sequentially
-/// consistent atomics):
+/// consistent atomics; offsets from the first user word, which is byte 8 of the
+/// page: byte 0 is the rendezvous's membership generation):
 ///
 /// | offset | field |
 /// |---|---|
@@ -25,32 +26,19 @@ import Glibc
 final class LiveState: RevocationState, @unchecked Sendable {
     // @unchecked: the mapping is immutable after init; every access is atomic.
     static let magic: UInt64 = 0x3130_4556_494C_5044  // "DPLIVE01" little-endian
-    static let size = 4096
-    private let page: SharedPage
-    /// `page.base`, kept here so the per-operation check is one load with no hop through the page object.
+    /// The user words this layout needs (six).
+    static let words = 6
+    /// The rendezvous whose page this is (kept so the mapping lives as long as this state).
+    private let rendezvous: RendezvousDirectory
+    /// The first user word, kept here so the per-operation check is one load with no hop through the page object.
     private let base: UnsafeMutableRawPointer
     let path: String
 
-    /// Maps (creating if needed) the state page at `path` (mode 0600).
-    init(path: String) throws(ProtectionError) {
+    /// Takes the lock state from the user words of `rendezvous`'s state page (at `path`, mode 0600).
+    init(rendezvous: RendezvousDirectory, path: String) throws(ProtectionError) {
         self.path = path
-        do throws(SharedPage.Failure) {
-            page = try SharedPage(path: path, size: Self.size, mode: 0o600) { owner, permissions in owner == getuid() && permissions & 0o077 == 0 }
-        } catch {
-            switch error {
-            case .refused:
-                throw ProtectionError(.io(EPERM), "unable to use the lock state '\(path)': it must belong to you with mode 0600; remove it and retry", path: path)
-            case .system(let step, let e):
-                let action = switch step {
-                case .open: "open the lock state"
-                case .inspect: "inspect the lock state"
-                case .resize: "size the lock state"
-                case .map: "map the lock state"
-                }
-                throw .errno(e.errno, action, path)
-            }
-        }
-        base = page.base
+        self.rendezvous = rendezvous
+        base = rendezvous.userBase
         // First user writes the magic; a zeroed page is a valid "never locked" state.
         _ = field(0).compareExchange(expected: 0, desired: Self.magic)
         guard field(0).load() == Self.magic else {

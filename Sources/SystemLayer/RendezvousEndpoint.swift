@@ -1,0 +1,131 @@
+// This process's endpoint in a rendezvous directory: its liveness lock, its socket and its receive loop.
+public import SystemPackage
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// This process's endpoint in a `RendezvousDirectory`: alive while it holds `<id>.live`, reached at `<id>.sock`.
+///
+/// `start` runs the receive loop on a thread of the endpoint's own; `stop` ends it at its next wake-up, and the loop
+/// then removes the endpoint's files.
+package final class RendezvousEndpoint: Sendable {
+    /// The endpoint's name in the directory.
+    package let id: String
+    let directory: RendezvousDirectory
+    private let listener: UnixSocket
+    /// The descriptor that holds the liveness lock (the kernel drops the lock when the process dies).
+    private let liveness: Int32
+    private let stopping = Atomic<Bool>(false)
+
+    /// How a received conversation is served.
+    package enum Serving: Sendable {
+        /// On the receive loop's thread, one after another in arrival order.
+        case inline
+        /// Each on a thread of its own (for handlers that wait long, or hold the conversation open).
+        case threadPerConversation
+    }
+
+    init(directory: RendezvousDirectory, id: String) throws(RendezvousDirectory.Failure) {
+        self.directory = directory
+        self.id = id
+        let livePath = directory.file(id, ".live")
+        let live = Glibc.open(livePath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, directory.mode)
+        guard live >= 0 else { throw .liveness(Errno(rawValue: errno)) }
+        guard OFDLock.trySet(fd: live, .exclusive, start: 0, length: 1) == .done else {
+            let code = errno
+            _ = Glibc.close(live)
+            throw .liveness(Errno(rawValue: code))
+        }
+        _ = Glibc.unlink(directory.file(id, ".sock"))
+        do throws(Errno) { listener = try UnixSocket.listening(at: directory.address(id), backlog: 64) } catch {
+            _ = Glibc.unlink(livePath)
+            _ = Glibc.close(live)
+            throw .listen(error)
+        }
+        liveness = live
+    }
+
+    /// Starts the receive loop on a thread of its own.
+    /// - Parameters:
+    ///   - serving: where each conversation is served.
+    ///   - requestTimeoutMilliseconds: how long a new conversation may take to send its first frame.
+    ///   - tick: called before every wait; returns how long to wait (ms, -1 for ever), or nil to stop the loop.
+    ///   - handle: serves one conversation's first frame; may reply and go on. The conversation is closed after it.
+    package func start(
+        _ serving: Serving, requestTimeoutMilliseconds: Int32, tick: @escaping @Sendable () -> Int32? = { -1 },
+        handle: @escaping @Sendable (_ request: [UInt8], _ conversation: RendezvousConversation) -> Void
+    ) {
+        detachThread { [self] in
+            while !stopping.load(ordering: .acquiring) {
+                guard let timeout = tick() else { break }
+                guard let readable = try? listener.waitReadable(timeoutMilliseconds: timeout) else { break }
+                guard readable, let connection = try? listener.accept() else { continue }
+                let conversation = RendezvousConversation(connection)
+                let serve: @Sendable () -> Void = {
+                    defer { conversation.close() }
+                    guard let request = conversation.receive(timeoutMilliseconds: requestTimeoutMilliseconds) else { return }
+                    handle(request, conversation)
+                }
+                switch serving {
+                case .inline: serve()
+                case .threadPerConversation: detachThread(serve)
+                }
+            }
+            close()
+        }
+    }
+
+    /// Ends the receive loop at its next wake-up (the tick's timeout at the latest).
+    package func stop() { stopping.store(true, ordering: .releasing) }
+
+    /// Removes the endpoint's files, then lets go of the socket and the liveness lock.
+    private func close() {
+        for suffix in [".sock", ".reg", ".live"] { _ = Glibc.unlink(directory.file(id, suffix)) }
+        listener.close()
+        _ = Glibc.close(liveness)
+        directory.membershipChanged()
+    }
+
+    /// Replaces the endpoint's record with `record` (written beside it, then renamed over it) and bumps the generation.
+    ///
+    /// Not the durable atomic replace: a record describes a running process and dies with it, so it is not fsynced;
+    /// the rename alone keeps readers from seeing half of it.
+    /// - Throws: `.publish` when it cannot be written.
+    package func publish(_ record: [UInt8]) throws(RendezvousDirectory.Failure) {
+        let final = directory.file(id, ".reg")
+        let temporary = final + ".tmp"
+        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, directory.mode)
+        guard fd >= 0 else { throw .publish(Errno(rawValue: errno)) }
+        var written = 0
+        while written < record.count {
+            let n = record.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                let code = errno
+                _ = Glibc.close(fd)
+                throw .publish(Errno(rawValue: code))
+            }
+            written += n
+        }
+        _ = Glibc.close(fd)
+        guard Glibc.rename(temporary, final) == 0 else { throw .publish(Errno(rawValue: errno)) }
+        directory.membershipChanged()
+    }
+}
+
+/// Runs `body` on a new detached thread.
+package func detachThread(_ body: @escaping @Sendable () -> Void) {
+    final class Body: Sendable {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+    let box = Unmanaged.passRetained(Body(body))
+    var tid = pthread_t()
+    pthread_create(&tid, nil, { raw in
+        Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
+        return nil
+    }, box.toOpaque())
+    pthread_detach(tid)
+}
