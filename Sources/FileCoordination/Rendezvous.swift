@@ -35,8 +35,8 @@ final class Rendezvous: Sendable {
             case .liveness(let e), .listen(let e), .publish(let e): ("open", e)  // not thrown by init
             }
             throw CoordinationError(
-                .lockDirectoryUnavailable, path: path + "/state",
-                message: "cannot \(step) the presenter state page '\(path)/state'; check the lock directory's permissions",
+                .lockDirectoryUnavailable, path: path + "/" + RendezvousDirectory.pageName,
+                message: "cannot \(step) the presenter state page '\(path)/\(RendezvousDirectory.pageName)'; check the lock directory's permissions",
                 errno: code.rawValue)
         }
     }

@@ -51,6 +51,10 @@ package final class RendezvousDirectory: Sendable {
         case publish(Errno)
     }
 
+    /// The state page's file name, which carries its layout's version: a page another layout left in the directory
+    /// (an older library's runtime state, which outlives it in /tmp until a reboot) is ignored, never misread.
+    package static let pageName = "state.2"
+
     /// Opens the rendezvous in `path` (a directory the caller made), mapping its state page with `words` user words.
     /// - Parameters:
     ///   - mode: the mode of the files it creates.
@@ -60,7 +64,7 @@ package final class RendezvousDirectory: Sendable {
         self.path = path
         self.mode = mode
         let size = max(4096, (words + 1) * 8)
-        do throws(SharedPage.Failure) { page = try SharedPage(path: path + "/state", size: size, mode: mode, accept: accept) } catch {
+        do throws(SharedPage.Failure) { page = try SharedPage(path: path + "/" + Self.pageName, size: size, mode: mode, accept: accept) } catch {
             switch error {
             case .refused: throw .pageRefused
             case .system(let step, let e): throw .page(step, e)

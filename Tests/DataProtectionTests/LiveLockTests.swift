@@ -281,4 +281,18 @@ final class LiveLockTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: stale))
         XCTAssertLessThan(report.elapsedMillis, 1000)
     }
+
+    /// A state page an older library left in the runtime directory (another layout: an older version's LiveLock kept its
+    /// lock state at `<domain>/state`, magic at byte 0) is ignored, not misread as "not a lock-state page": the page's
+    /// file name carries its layout's version. Before the name did, such a page made every LiveLock of the domain fail.
+    func testAStatePageOfAnotherLayoutIsIgnored() throws {
+        let (_, runtime, id) = try makeDomain()
+        let dir = "\(runtime)/\(id)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        XCTAssertTrue(FileManager.default.createFile(atPath: "\(dir)/state", contents: Data(repeating: 0xA5, count: 4096), attributes: [.posixPermissions: 0o600]))
+        let live = try LiveLock(domainID: id, runtimeDirectory: runtime)
+        let report = try live.lock { }
+        XCTAssertEqual(report.processesAcknowledged, 1)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(dir)/state")), Data(repeating: 0xA5, count: 4096), "the other layout's page is left alone")
+    }
 }

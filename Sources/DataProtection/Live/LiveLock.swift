@@ -1,4 +1,5 @@
 import SystemLayer
+internal import PathSyntax
 import Locking
 import Synchronization
 
@@ -75,7 +76,7 @@ public final class LiveLock: Sendable {
         directory = "\(root)/\(domainID)"
         // Who may send lock events: whoever can reach the endpoints, so the directory is this user's, mode 0700.
         for d in [root, directory] { try Self.makePrivateDirectory(d) }
-        let statePath = "\(directory)/state"
+        let statePath = "\(directory)/\(RendezvousDirectory.pageName)"
         do throws(RendezvousDirectory.Failure) {
             rendezvous = try RendezvousDirectory(path: directory, words: LiveState.words, mode: 0o600) { owner, permissions in
                 owner == getuid() && permissions & 0o077 == 0
@@ -104,7 +105,7 @@ public final class LiveLock: Sendable {
         case .page(.resize, let e): .errno(e.errno, "size the lock state", statePath)
         case .page(.map, let e): .errno(e.errno, "map the lock state", statePath)
         case .liveness(let e), .listen(let e), .publish(let e):
-            .errno(e.errno, "attach the lock listener in", statePath.dropLast("/state".count).description)
+            .errno(e.errno, "attach the lock listener in", parentDirectory(of: statePath))
         }
     }
 
