@@ -46,7 +46,7 @@ final class LeasePool: Sendable {
     func checkout() throws(CoordinationError) -> Lease {
         if let lease = idle.withLock({ $0.popLast() }) { return lease }
         do throws(SystemError) {
-            return Lease(fd: try SystemFileIO().open(path, flags: O_RDWR | O_CREAT, mode: 0o666))  // O_CLOEXEC: always added
+            return Lease(fd: try SystemFileIO().open(path, flags: O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o666))  // O_CLOEXEC: always added; never through a planted link
         } catch {
             throw CoordinationError(
                 .lockDirectoryUnavailable, path: path,
