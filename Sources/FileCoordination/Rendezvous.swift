@@ -26,17 +26,23 @@ final class Rendezvous: Sendable {
         let path = lockDirectory + "/presenters"
         try DomainState.makeDirectory(path, naming: "presenter rendezvous")
         do throws(RendezvousDirectory.Failure) { directory = try RendezvousDirectory(path: path, words: 0, mode: 0o666) } catch {
+            let page = path + "/" + RendezvousDirectory.pageName
+            if case .pageForeign(let what) = error {
+                throw CoordinationError(
+                    .lockDirectoryUnavailable, path: page,
+                    message: "the presenter state page '\(page)' is \(what), not a page file; remove it", errno: SystemError.notPermitted.rawValue)
+            }
             let (step, code): (String, SystemError) = switch error {
             case .page(.open, let e): ("open", e)
             case .page(.inspect, let e): ("stat", e)
             case .page(.resize, let e): ("size", e)
             case .page(.map, let e): ("map", e)
-            case .pageRefused: ("open", .notPermitted)  // accepts any file: not reached
+            case .pageRefused, .pageForeign: ("open", .notPermitted)  // accepts any owner; a foreign file is handled above
             case .liveness(let e), .listen(let e), .publish(let e): ("open", e)  // not thrown by init
             }
             throw CoordinationError(
-                .lockDirectoryUnavailable, path: path + "/" + RendezvousDirectory.pageName,
-                message: "cannot \(step) the presenter state page '\(path)/\(RendezvousDirectory.pageName)'; check the lock directory's permissions",
+                .lockDirectoryUnavailable, path: page,
+                message: "cannot \(step) the presenter state page '\(page)'; check the lock directory's permissions",
                 errno: code.rawValue)
         }
     }
@@ -89,7 +95,7 @@ extension RendezvousDirectory.Failure {
                 errno: e.rawValue)
         case .publish(let e), .page(_, let e):
             CoordinationError(.lockDirectoryUnavailable, path: "\(directory)/\(id).reg", message: "cannot publish presenters in '\(directory)/\(id).reg'", errno: e.rawValue)
-        case .pageRefused:
+        case .pageRefused, .pageForeign:  // thrown only by the rendezvous's init, which reports them itself
             CoordinationError(.lockDirectoryUnavailable, path: directory, message: "cannot use the presenter rendezvous '\(directory)'")
         }
     }

@@ -43,6 +43,8 @@ package final class RendezvousDirectory: Sendable {
         case page(SharedPage.Step, Errno)
         /// The state page's owner or permissions were refused by `accept`.
         case pageRefused
+        /// Something other than a page file is at the state page's name (the phrase says what).
+        case pageForeign(String)
         /// The endpoint's liveness file could not be created or locked.
         case liveness(Errno)
         /// The endpoint's socket could not listen (`ENAMETOOLONG`: the address exceeds 107 bytes).
@@ -67,6 +69,7 @@ package final class RendezvousDirectory: Sendable {
         do throws(SharedPage.Failure) { page = try SharedPage(path: path + "/" + Self.pageName, size: size, mode: mode, accept: accept) } catch {
             switch error {
             case .refused: throw .pageRefused
+            case .foreign(let what): throw .pageForeign(what)
             case .system(let step, let e): throw .page(step, e)
             }
         }
@@ -108,7 +111,7 @@ package final class RendezvousDirectory: Sendable {
 
     /// Whether the process of endpoint `id` still holds its liveness lock.
     package func isAlive(_ id: String) -> Bool {
-        let fd = Glibc.open(file(id, ".live"), O_RDWR | O_CLOEXEC)
+        let fd = Glibc.open(file(id, ".live"), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)  // a planted link is no endpoint
         guard fd >= 0 else { return false }
         defer { _ = Glibc.close(fd) }
         return OFDLock.isLocked(fd: fd, .exclusive, start: 0, length: 1) == .wouldBlock

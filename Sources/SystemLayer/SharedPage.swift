@@ -20,20 +20,26 @@ public final class SharedPage: @unchecked Sendable {  // the mapping is immutabl
         case open, inspect, resize, map
     }
 
-    /// Why the page could not be mapped: a system call failed, or `accept` refused the file.
+    /// Why the page could not be mapped: a system call failed, something other than a page file is at its name, or
+    /// `accept` refused the file.
     package enum Failure: Error {
         case system(Step, Errno)
+        /// What is at the name instead, as a phrase ("a symbolic link", "a file with 2 hard links", …).
+        case foreign(String)
         case refused
     }
 
     /// Maps the file at `path` (creating it with `mode` if absent, and growing it to `size` bytes if shorter).
     ///
+    /// The file is created or opened through the one safe open (`createOwned`, else `openOwned`): a symbolic link, a
+    /// hard link, a FIFO or a directory planted at the name (the coordinator's lock directory may be shared) is
+    /// refused before anything is resized, mapped or written, so no other file's bytes can become the page.
     /// - Parameter accept: judges the open file by its owner and permission bits before anything is written; a
     ///   refusal closes it untouched (a state page must not be shared with, or planted by, another user).
-    /// - Throws: `.system(step, errno)` for the call that failed; `.refused` when `accept` said no.
+    /// - Throws: `.system(step, errno)` for the call that failed; `.foreign` for what is at the name instead;
+    ///   `.refused` when `accept` said no.
     package init(path: String, size: Int, mode: mode_t, accept: (_ owner: uid_t, _ permissions: mode_t) -> Bool = { _, _ in true }) throws(Failure) {
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw .system(.open, Errno(errno)) }
+        let fd = try Self.openPage(path, mode: mode)
         defer { Glibc.close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw .system(.inspect, Errno(errno)) }
@@ -47,6 +53,25 @@ public final class SharedPage: @unchecked Sendable {  // the mapping is immutabl
     }
 
     deinit { munmap(base, size) }
+
+    /// Creates the page file, or opens the one there, through the one safe open.
+    private static func openPage(_ path: String, mode: mode_t) throws(Failure) -> Int32 {
+        let io = SystemFileIO()
+        while true {
+            do throws(OwnedFileFailure) {
+                do throws(OwnedFileFailure) { return try io.createOwned(path, flags: O_RDWR, mode: mode) } catch .system(let e) where e.errno == EEXIST {
+                    do throws(OwnedFileFailure) { return try io.openOwned(path, flags: O_RDWR, owner: .anyone) } catch .system(let e) where e.errno == ENOENT {
+                        continue  // removed between the two opens: create it again
+                    }
+                }
+            } catch {
+                switch error {
+                case .system(let e): throw Failure.system(.open, e)
+                case .foreign(let what): throw Failure.foreign(what)
+                }
+            }
+        }
+    }
 
     /// The 64-bit word at byte `offset` (a multiple of 8 inside the page).
     @inlinable @inline(__always)

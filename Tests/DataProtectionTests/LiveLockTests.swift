@@ -4,6 +4,7 @@ import Foundation
 import ProtectionCrypto
 import Locking
 import Synchronization
+import SystemLayer
 import XCTest
 
 /// The live lock within one process: two `LiveLock`s on one domain each have their
@@ -294,5 +295,28 @@ final class LiveLockTests: XCTestCase {
         let report = try live.lock { }
         XCTAssertEqual(report.processesAcknowledged, 1)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: "\(dir)/state")), Data(repeating: 0xA5, count: 4096), "the other layout's page is left alone")
+    }
+
+    /// A symbolic link or a hard link planted at the state page's name is refused before the page is resized, mapped
+    /// or written (the page opens through the one safe open): the victim file keeps its bytes, and the error names the
+    /// page and the fix. Before, the link was followed, and the victim was grown to a page and written.
+    func testALinkPlantedAtTheStatePageIsRefused() throws {
+        let (_, runtime, id) = try makeDomain()
+        let dir = "\(runtime)/\(id)", victim = "\(runtime)/victim"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let bytes = Data("the victim's own bytes\n".utf8)
+        for plant in ["symbolic", "hard"] {
+            XCTAssertTrue(FileManager.default.createFile(atPath: victim, contents: bytes, attributes: [.posixPermissions: 0o600]))
+            let page = "\(dir)/\(RendezvousDirectory.pageName)"
+            if plant == "symbolic" { XCTAssertEqual(symlink(victim, page), 0) } else { XCTAssertEqual(link(victim, page), 0) }
+            XCTAssertThrowsError(try LiveLock(domainID: id, runtimeDirectory: runtime), plant) { error in
+                let e = error as? ProtectionError
+                XCTAssertEqual(e?.path, page, plant)
+                XCTAssertTrue(e?.message.contains("remove it") == true, "\(plant): \(e?.message ?? "")")
+            }
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: victim)), bytes, "\(plant): the victim is untouched")
+            XCTAssertEqual(unlink(page), 0)
+            XCTAssertEqual(unlink(victim), 0)
+        }
     }
 }

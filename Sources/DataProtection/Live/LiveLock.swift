@@ -100,6 +100,8 @@ public final class LiveLock: Sendable {
         switch failure {
         case .pageRefused:
             ProtectionError(.io(EPERM), "unable to use the lock state '\(statePath)': it must belong to you with mode 0600; remove it and retry", path: statePath)
+        case .pageForeign(let what):
+            ProtectionError(.io(EPERM), "unable to use the lock state '\(statePath)': it is \(what), not a lock-state file; remove it and retry", path: statePath)
         case .page(.open, let e): .errno(e.errno, "open the lock state", statePath)
         case .page(.inspect, let e): .errno(e.errno, "inspect the lock state", statePath)
         case .page(.resize, let e): .errno(e.errno, "size the lock state", statePath)
