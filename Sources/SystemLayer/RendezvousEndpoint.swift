@@ -88,29 +88,25 @@ package final class RendezvousEndpoint: Sendable {
         directory.membershipChanged()
     }
 
-    /// Replaces the endpoint's record with `record` (written beside it, then renamed over it) and bumps the generation.
+    /// Replaces the endpoint's record with `record` through the one atomic replace, and bumps the generation.
     ///
-    /// Not the durable atomic replace: a record describes a running process and dies with it, so it is not fsynced;
-    /// the rename alone keeps readers from seeing half of it.
+    /// Without its fsyncs: a record describes a running process and dies with it, so only the rename matters (readers
+    /// never see half of it). The replace's locked, exclusively created temporary means a link planted beside the
+    /// record (the coordinator's lock directory may be shared) is never written through.
     /// - Throws: `.publish` when it cannot be written.
     package func publish(_ record: [UInt8]) throws(RendezvousDirectory.Failure) {
-        let final = directory.file(id, ".reg")
-        let temporary = final + ".tmp"
-        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, directory.mode)
-        guard fd >= 0 else { throw .publish(Errno(rawValue: errno)) }
-        var written = 0
-        while written < record.count {
-            let n = record.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                let code = errno
-                _ = Glibc.close(fd)
-                throw .publish(Errno(rawValue: code))
+        let io = SystemFileIO()
+        do throws(SystemError) {
+            let replace = try AtomicReplace(replacing: directory.file(id, ".reg"), mode: directory.mode, flags: O_WRONLY, io: io)
+            defer {
+                replace.discard()  // nothing once renamed; before the close, whose lock makes the name ours
+                io.close(replace.fd)
             }
-            written += n
+            try record.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(replace.fd, from: b, at: 0) }
+            try replace.commit(syncingFile: false, syncingDirectory: false, keepingAttributes: false)
+        } catch {
+            throw .publish(error)
         }
-        _ = Glibc.close(fd)
-        guard Glibc.rename(temporary, final) == 0 else { throw .publish(Errno(rawValue: errno)) }
         directory.membershipChanged()
     }
 }
