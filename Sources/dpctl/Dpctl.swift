@@ -22,6 +22,7 @@ struct Dpctl: ParsableCommand {
             Exit codes:
             \(Exit.table)
             """,
+        version: DataProtectionRelease.summary,
         subcommands: [
             Init.self, Unlock.self, Lock.self, Status.self, Passwd.self, Recover.self, Rotate.self, Wipe.self,
             Put.self, Cat.self, List.self, Protect.self, Unprotect.self, SetClass.self, Repair.self,

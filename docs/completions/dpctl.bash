@@ -163,7 +163,7 @@ _dpctl() {
     local -a unparsed_words=("${COMP_WORDS[@]:1:${COMP_CWORD}}")
 
     local -a repeating_flags=()
-    local -a non_repeating_flags=(-h --help)
+    local -a non_repeating_flags=(--version -h --help)
     local -a repeating_options=()
     local -a non_repeating_options=()
     __dpctl_offer_flags_options 0
@@ -186,7 +186,7 @@ _dpctl() {
 
 _dpctl_init() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--home --passphrase-fd --passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
     __dpctl_offer_flags_options 0
@@ -219,7 +219,7 @@ _dpctl_init() {
 
 _dpctl_unlock() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--home --passphrase-fd --passphrase-file --timeout --grace)
     __dpctl_offer_flags_options 0
@@ -246,7 +246,7 @@ _dpctl_unlock() {
 
 _dpctl_lock() {
     repeating_flags=()
-    non_repeating_flags=(--evict-all --now -h --help)
+    non_repeating_flags=(--evict-all --now --version -h --help)
     repeating_options=()
     non_repeating_options=(--home --grace)
     __dpctl_offer_flags_options 0
@@ -264,7 +264,7 @@ _dpctl_lock() {
 
 _dpctl_status() {
     repeating_flags=()
-    non_repeating_flags=(--json -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
     non_repeating_options=(--home)
     __dpctl_offer_flags_options 0
@@ -279,7 +279,7 @@ _dpctl_status() {
 
 _dpctl_passwd() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--home --passphrase-fd --passphrase-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
     __dpctl_offer_flags_options 0
@@ -318,7 +318,7 @@ _dpctl_passwd() {
 
 _dpctl_recover() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--home --recovery-key-fd --recovery-key-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
     __dpctl_offer_flags_options 0
@@ -357,7 +357,7 @@ _dpctl_recover() {
 
 _dpctl_rotate() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--home --passphrase-fd --passphrase-file --class)
     __dpctl_offer_flags_options -1
@@ -382,7 +382,7 @@ _dpctl_rotate() {
 
 _dpctl_wipe() {
     repeating_flags=()
-    non_repeating_flags=(--yes -h --help)
+    non_repeating_flags=(--yes --version -h --help)
     repeating_options=()
     non_repeating_options=(--home)
     __dpctl_offer_flags_options 0
@@ -397,7 +397,7 @@ _dpctl_wipe() {
 
 _dpctl_put() {
     repeating_flags=()
-    non_repeating_flags=(--no-sync -h --help)
+    non_repeating_flags=(--no-sync --version -h --help)
     repeating_options=()
     non_repeating_options=(--home --class --from)
     __dpctl_offer_flags_options 1
@@ -419,7 +419,7 @@ _dpctl_put() {
 
 _dpctl_cat() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--home)
     __dpctl_offer_flags_options -1
@@ -434,7 +434,7 @@ _dpctl_cat() {
 
 _dpctl_ls() {
     repeating_flags=()
-    non_repeating_flags=(--json -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
     non_repeating_options=(--home)
     __dpctl_offer_flags_options -1
@@ -449,7 +449,7 @@ _dpctl_ls() {
 
 _dpctl_protect() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--home --class)
     __dpctl_offer_flags_options -1
@@ -468,7 +468,7 @@ _dpctl_protect() {
 
 _dpctl_unprotect() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--home)
     __dpctl_offer_flags_options -1
@@ -483,7 +483,7 @@ _dpctl_unprotect() {
 
 _dpctl_set-class() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--home --class)
     __dpctl_offer_flags_options -1
@@ -502,7 +502,7 @@ _dpctl_set-class() {
 
 _dpctl_repair() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=()
     __dpctl_offer_flags_options -1
@@ -510,7 +510,7 @@ _dpctl_repair() {
 
 _dpctl_backup-excludes() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--format)
     __dpctl_offer_flags_options 1
@@ -526,7 +526,7 @@ _dpctl_backup-excludes() {
 
 _dpctl_backup-list() {
     repeating_flags=()
-    non_repeating_flags=(--all -h --help)
+    non_repeating_flags=(--all --version -h --help)
     repeating_options=()
     non_repeating_options=()
     __dpctl_offer_flags_options 1
@@ -534,7 +534,7 @@ _dpctl_backup-list() {
 
 _dpctl_purge() {
     repeating_flags=()
-    non_repeating_flags=(--wait -h --help)
+    non_repeating_flags=(--wait --version -h --help)
     repeating_options=()
     non_repeating_options=(--until-free)
     __dpctl_offer_flags_options -1
@@ -549,7 +549,7 @@ _dpctl_purge() {
 
 _dpctl_bundle() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=()
     __dpctl_offer_flags_options 0
@@ -572,7 +572,7 @@ _dpctl_bundle() {
 
 _dpctl_bundle_keygen() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=()
     __dpctl_offer_flags_options 1
@@ -580,7 +580,7 @@ _dpctl_bundle_keygen() {
 
 _dpctl_bundle_seal() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--key)
     __dpctl_offer_flags_options 1
@@ -595,7 +595,7 @@ _dpctl_bundle_seal() {
 
 _dpctl_bundle_verify() {
     repeating_flags=()
-    non_repeating_flags=(-h --help)
+    non_repeating_flags=(--version -h --help)
     repeating_options=()
     non_repeating_options=(--public-key)
     __dpctl_offer_flags_options 1
@@ -609,7 +609,11 @@ _dpctl_bundle_verify() {
 }
 
 _dpctl_help() {
-    :
+    repeating_flags=()
+    non_repeating_flags=(--version)
+    repeating_options=()
+    non_repeating_options=()
+    __dpctl_offer_flags_options -1
 }
 
 complete -o filenames -F _dpctl dpctl

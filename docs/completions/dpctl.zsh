@@ -41,6 +41,7 @@ _dpctl() {
 
     local -i ret=1
     local -ar arg_specs=(
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
         '(-): :->command'
         '(-)*:: :->arg'
@@ -94,6 +95,7 @@ _dpctl_init() {
         '--kdf-mem-mib[Argon2id memory in MiB (default\: calibrated so unlocking takes about --kdf-target-ms).]:mib:'
         '--kdf-target-ms[Calibration target for unlocking, in milliseconds.]:ms:'
         '--kdf-preset[A fixed preset instead of calibration\: interactive, moderate, sensitive, or minimum (tests only\: no protection against guessing).]:name:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -109,6 +111,7 @@ _dpctl_unlock() {
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--timeout[Lock again automatically after this long\: 90, 90s, 15m, 2h.]:duration:'
         '--grace[With --timeout\: tell running apps `willLock` this long before the auto-lock\: 500ms (default), 2s, 0.]:duration:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -123,6 +126,7 @@ _dpctl_lock() {
         '--evict-all[Also remove completeUntilFirstUserAuthentication (the analogue of a reboot).]'
         '--grace[Tell running apps `willLock` this long before locking\: 500ms (default), 2s, 10 (seconds; Apple gives about 10 s).]:duration:'
         '--now[Lock at once, without telling running apps `willLock` first.]'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -135,6 +139,7 @@ _dpctl_status() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--json[Print JSON for scripts.]'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -154,6 +159,7 @@ _dpctl_passwd() {
         '--kdf-mem-mib[Argon2id memory in MiB (default\: calibrated so unlocking takes about --kdf-target-ms).]:mib:'
         '--kdf-target-ms[Calibration target for unlocking, in milliseconds.]:ms:'
         '--kdf-preset[A fixed preset instead of calibration\: interactive, moderate, sensitive, or minimum (tests only\: no protection against guessing).]:name:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -173,6 +179,7 @@ _dpctl_recover() {
         '--kdf-mem-mib[Argon2id memory in MiB (default\: calibrated so unlocking takes about --kdf-target-ms).]:mib:'
         '--kdf-target-ms[Calibration target for unlocking, in milliseconds.]:ms:'
         '--kdf-preset[A fixed preset instead of calibration\: interactive, moderate, sensitive, or minimum (tests only\: no protection against guessing).]:name:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -189,6 +196,7 @@ _dpctl_rotate() {
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--class[The class to rotate (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).]:class:{__dpctl_complete "${___class[@]}"}'
         '*:paths:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -201,6 +209,7 @@ _dpctl_wipe() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--yes[Do not ask for confirmation.]'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -217,6 +226,7 @@ _dpctl_put() {
         '--from[Read the plaintext from this file instead of standard input.]:path:'
         '--no-sync[Skip the fsyncs\: still atomic for readers, but a power failure soon after may leave the old file or one that fails authentication.]'
         ':path:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -229,6 +239,7 @@ _dpctl_cat() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '*:paths:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -242,6 +253,7 @@ _dpctl_ls() {
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--json[Print JSON for scripts.]'
         '*:paths:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -256,6 +268,7 @@ _dpctl_protect() {
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--class[Protection class for the converted files.]:class:{__dpctl_complete "${___class[@]}"}'
         '*:paths:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -268,6 +281,7 @@ _dpctl_unprotect() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '*:paths:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -282,6 +296,7 @@ _dpctl_set-class() {
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--class[The new protection class.]:class:{__dpctl_complete "${___class[@]}"}'
         '*:paths:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -293,6 +308,7 @@ _dpctl_repair() {
     local -i ret=1
     local -ar arg_specs=(
         '*:paths:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -306,6 +322,7 @@ _dpctl_backup-excludes() {
     local -ar arg_specs=(
         '--format[restic, borg, rsync or tar.]:format:{__dpctl_complete "${___format[@]}"}'
         ':container:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -318,6 +335,7 @@ _dpctl_backup-list() {
     local -ar arg_specs=(
         '--all[Also show the items left out, with the reason.]'
         ':container:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -331,6 +349,7 @@ _dpctl_purge() {
         '--until-free[Stop once the filesystem has more than this free (e.g. 500M, 2G).]:size:'
         '--wait[Wait for containers in use instead of skipping them.]'
         '*:containers:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -341,6 +360,7 @@ _dpctl_purge() {
 _dpctl_bundle() {
     local -i ret=1
     local -ar arg_specs=(
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
         '(-): :->command'
         '(-)*:: :->arg'
@@ -371,6 +391,7 @@ _dpctl_bundle_keygen() {
     local -i ret=1
     local -ar arg_specs=(
         ':key-file:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -383,6 +404,7 @@ _dpctl_bundle_seal() {
     local -ar arg_specs=(
         '--key[The signing key file (from `dpctl bundle keygen`).]:file:'
         ':container:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -395,6 +417,7 @@ _dpctl_bundle_verify() {
     local -ar arg_specs=(
         '--public-key[The signer'\''s public key (64 hex digits) to trust.]:hex:'
         ':container:'
+        '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
@@ -406,6 +429,7 @@ _dpctl_help() {
     local -i ret=1
     local -ar arg_specs=(
         '*:subcommands:'
+        '--version[Show the version.]'
     )
     _arguments -w -s -S : "${arg_specs[@]}" && ret=0
 
