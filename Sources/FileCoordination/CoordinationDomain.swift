@@ -51,12 +51,11 @@ public struct CoordinationDomain: Sendable {
     }
 
     /// A domain covering the whole machine: root `/`, locks in `$XDG_RUNTIME_DIR/file-coordination`
-    /// (else `/tmp/file-coordination-<uid>`). Locks then hold on this host only.
+    /// (else `/tmp/file-coordination-<uid>`: SystemLayer's `RuntimeDirectory`, the live lock's rule). Locks then hold
+    /// on this host only.
     /// - Throws: as `init(root:lockDirectory:allowUnreliableLocks:)`.
     public static func machineWide() throws(CoordinationError) -> CoordinationDomain {
-        let base = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
-        let directory = base.map { $0 + "/file-coordination" } ?? "/tmp/file-coordination-\(getuid())"
-        return try CoordinationDomain(root: URL(fileURLWithPath: "/"), lockDirectory: URL(fileURLWithPath: directory))
+        try CoordinationDomain(root: URL(fileURLWithPath: "/"), lockDirectory: URL(fileURLWithPath: RuntimeDirectory.path("file-coordination")))
     }
 
     static func realPath(_ path: String) -> String? { try? SystemFileIO().resolvedPath(path) }

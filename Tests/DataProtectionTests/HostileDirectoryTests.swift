@@ -1,4 +1,5 @@
 import SystemLayer
+import TestSupport
 import Foundation
 // @testable: plants hostile entries between calls through the internal FileIO seam (the system-layer branch reworks it).
 @testable import DataProtection
@@ -336,10 +337,10 @@ final class HostileDirectoryTests: DomainTestCase {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: bundle).deletingLastPathComponent().appendingPathComponent("dpctl")
         p.arguments = arguments
-        p.environment = [
+        p.environment = childEnvironment([
             "PATH": "/usr/bin:/bin", "HOME": root, "DATAPROTECTION_HOME": location.home, "DATAPROTECTION_DEVICE_DIR": location.deviceDirectory,
             "DATAPROTECTION_KEYRING": "session",
-        ]
+        ])
         let e = Pipe()
         p.standardError = e
         p.standardOutput = FileHandle.nullDevice

@@ -88,7 +88,7 @@ final class CrashHarnessTests: XCTestCase {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: worker)
         p.arguments = ["run", op, trial]
-        p.environment = ["PATH": "/usr/bin:/bin", "HOME": dir].merging(killAfter.map { ["CRASH_KILL_AFTER": String($0)] } ?? [:]) { $1 }
+        p.environment = childEnvironment(["PATH": "/usr/bin:/bin", "HOME": dir].merging(killAfter.map { ["CRASH_KILL_AFTER": String($0)] } ?? [:]) { $1 })
         p.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
         p.standardError = FileHandle.nullDevice
         try p.run()
@@ -120,7 +120,7 @@ final class CrashHarnessTests: XCTestCase {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: command[0])
         p.arguments = Array(command.dropFirst())
-        p.environment = ["PATH": "/usr/bin:/bin", "HOME": dir]
+        p.environment = childEnvironment(["PATH": "/usr/bin:/bin", "HOME": dir])
         let o = Pipe(), e = Pipe()
         p.standardOutput = o
         p.standardError = e

@@ -35,12 +35,11 @@ class DpctlTestCase: XCTestCase {
         devices = dir + "/devices"
         passphraseFile = dir + "/passphrase"
         try write("correct horse battery\n", to: passphraseFile)
-        environment = [
+        // With the sanitizer options and the runtime directory of this process (childEnvironment).
+        environment = childEnvironment([
             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": dir,
             "DATAPROTECTION_HOME": home, "DATAPROTECTION_DEVICE_DIR": devices, "DATAPROTECTION_KEYRING": "session",
-        ]
-        // Under scripts/test's sanitized suites, the processes started here report like the test process.
-        for k in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] { environment[k] = ProcessInfo.processInfo.environment[k] }
+        ])
     }
 
     /// Runs dpctl with `arguments`, feeding `input` on standard input.

@@ -111,10 +111,7 @@ public final class LiveLock: Sendable {
         }
     }
 
-    static func defaultRuntimeRoot() -> String {
-        if let x = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), !x.isEmpty, io.isWritable(x) { return "\(x)/dataprotection" }
-        return "/tmp/dataprotection-\(getuid())"
-    }
+    static func defaultRuntimeRoot() -> String { RuntimeDirectory.path("dataprotection") }
 
     static func makePrivateDirectory(_ d: String) throws(ProtectionError) {
         do throws(SystemError) { try io.makeDirectory(atPath: d, mode: 0o700) } catch {
