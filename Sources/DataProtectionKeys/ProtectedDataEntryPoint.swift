@@ -65,15 +65,17 @@ public enum ProtectedDataEntryPoint: Int, CaseIterable, Sendable, CustomStringCo
         }
     }
 
-    private var bit: UInt64 { 1 << UInt64(rawValue) }
+    @usableFromInline var bit: UInt64 { 1 << UInt64(rawValue) }
 
     /// Notes that this entry point asked for keys (one relaxed load when already noted).
-    @inline(__always) func record() {
+    ///
+    /// Inlinable, as `ClassKeys.admit` is: every open in DataProtectionFiles runs it.
+    @inlinable func record() {
         let b = bit
         if Self.seen.load(ordering: .relaxed) & b == 0 { Self.seen.bitwiseOr(b, ordering: .relaxed) }
     }
 
-    private static let seen = Atomic<UInt64>(0)
+    @usableFromInline static let seen = Atomic<UInt64>(0)
 
     /// The entry points that asked for keys in this process since the last `resetObserved()`.
     package static var observed: Set<ProtectedDataEntryPoint> {

@@ -6,7 +6,7 @@ import ProtectionCrypto
 /// `InMemoryClassKeys` implements it for single-process embedding and tests.
 /// A provider never hands out a class key itself: it wraps and unwraps
 /// per-file keys, so a class key never leaves its holder.
-package protocol ClassKeyProvider: Sendable {
+@usableFromInline package protocol ClassKeyProvider: Sendable {
     /// The class-key generation new files of `protectionClass` are wrapped with.
     /// - Throws: `.locked` when no key of that class can wrap right now.
     func currentGeneration(of protectionClass: ProtectionClass) throws(ProtectionError) -> UInt32

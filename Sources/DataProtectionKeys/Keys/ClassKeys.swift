@@ -18,9 +18,9 @@ import ProtectionCrypto
 /// lock that does not revoke them.
 public class ClassKeys: @unchecked Sendable {  // @unchecked: immutable `let`s of Sendable types; non-final for InMemoryClassKeys
     /// Wraps and unwraps per-file keys; reached only through `admit`.
-    let provider: any ClassKeyProvider
+    @usableFromInline let provider: any ClassKeyProvider
     /// The lock state these keys follow, and the registry of everything holding keys derived from them.
-    package let revocation: Revocation
+    @usableFromInline package let revocation: Revocation
 
     package init(provider: any ClassKeyProvider, revocation: Revocation) {
         self.provider = provider
@@ -51,7 +51,10 @@ public class ClassKeys: @unchecked Sendable {  // @unchecked: immutable `let`s o
     ///   - body: receives the access and the lock epoch the keys are obtained under.
     /// - Throws: `.locked` when `c` is locked; what `body` throws.
     ///   - also: a second class the body needs (a rewrap's new class). Admissions do not nest: ask for both at once.
-    package func admit<R: ~Copyable>(
+    ///
+    /// Inlinable (with `Revocation.admit`): every open in DataProtectionFiles calls it, where it was specialised
+    /// and inlined before the modules split.
+    @inlinable package func admit<R: ~Copyable>(
         _ c: ProtectionClass, also other: ProtectionClass? = nil, via: ProtectedDataEntryPoint, _ body: (borrowing KeyAccess, UInt64) throws(ProtectionError) -> R
     ) throws(ProtectionError) -> R {
         try revocation.admit(c, also: other, via: via) { (epoch) throws(ProtectionError) -> R in try body(KeyAccess(provider: provider), epoch) }
@@ -59,16 +62,18 @@ public class ClassKeys: @unchecked Sendable {  // @unchecked: immutable `let`s o
 }
 
 /// Wrap and unwrap of per-file keys, available only inside `ClassKeys.admit`.
-package struct KeyAccess: ~Copyable {
-    fileprivate let provider: any ClassKeyProvider
+@usableFromInline package struct KeyAccess: ~Copyable {
+    @usableFromInline let provider: any ClassKeyProvider
 
-    package func wrapFileKey(
+    @usableFromInline init(provider: any ClassKeyProvider) { self.provider = provider }
+
+    @inlinable package func wrapFileKey(
         _ fileKey: borrowing SecretBytes, for c: ProtectionClass, generation: UInt32, ad: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> [UInt8] {
         try provider.wrapFileKey(fileKey, for: c, generation: generation, ad: ad)
     }
 
-    package func unwrapFileKey(
+    @inlinable package func unwrapFileKey(
         _ wrapped: UnsafeRawBufferPointer, for c: ProtectionClass, generation: UInt32, ad: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> SecretBytes {
         try provider.unwrapFileKey(wrapped, for: c, generation: generation, ad: ad)

@@ -16,7 +16,7 @@ package protocol KeyHolder: AnyObject, Sendable {
 }
 
 /// The lock state a `Revocation` follows: the domain's shared page (`LiveState`), or an in-process store's own.
-package protocol RevocationState: Sendable {
+@usableFromInline package protocol RevocationState: Sendable {
     /// +1 on every lock; a holder compares it with the epoch its keys were obtained under.
     var epoch: UInt64 { get }
     /// Whether keys of class `c` must be dropped now (classes A and C when locked; B keeps open files; D never locks).
@@ -29,9 +29,12 @@ package protocol RevocationState: Sendable {
 /// the body registers the holder of the keys before the gate is released. `revokeLocked` (exclusive side) lists the
 /// holders and revokes those of locked classes. A lock marks its classes locked before it revokes, so every
 /// acquisition either sees "locked" or is listed.
-package final class Revocation: Sendable {
-    package let state: any RevocationState
-    private let gate = ReadWriteGate()
+///
+/// `epoch`, `revokes` and `admit` are inlinable: ProtectedFileHandle (DataProtectionFiles) checks the first two on
+/// every read and write, and every open goes through `admit`; they were inlined there before the modules split.
+@usableFromInline package final class Revocation: Sendable {
+    @usableFromInline package let state: any RevocationState
+    @usableFromInline let gate = ReadWriteGate()
     private let holders = Locked(Registry())
     private let waiting = Atomic<Int>(0)
 
@@ -41,13 +44,13 @@ package final class Revocation: Sendable {
     init(state: any RevocationState) { self.state = state }
 
     /// The current lock epoch (one atomic load).
-    @inline(__always) package var epoch: UInt64 { state.epoch }
+    @inlinable package var epoch: UInt64 { state.epoch }
 
     /// Whether keys of class `c` must be dropped now.
-    @inline(__always) package func revokes(_ c: ProtectionClass) -> Bool { state.revokes(c) }
+    @inlinable package func revokes(_ c: ProtectionClass) -> Bool { state.revokes(c) }
 
     /// Runs one acquisition of keys of class `c` (see `ClassKeys.admit`).
-    package func admit<R: ~Copyable>(
+    @inlinable package func admit<R: ~Copyable>(
         _ c: ProtectionClass, also other: ProtectionClass? = nil, via: ProtectedDataEntryPoint, _ body: (UInt64) throws(ProtectionError) -> R
     ) throws(ProtectionError) -> R {
         via.record()
@@ -138,10 +141,11 @@ struct Unowned: @unchecked Sendable {
 /// defect 5. Off in production: one atomic load.
 package enum AdmissionProbe {
     // Written only before `installed` is set (release) and read only after it was seen set (acquire).
-    nonisolated(unsafe) private static var hook: (@Sendable (ProtectionClass) -> Void)?
-    private static let installed = Atomic<Bool>(false)
+    @usableFromInline nonisolated(unsafe) static var hook: (@Sendable (ProtectionClass) -> Void)?
+    @usableFromInline static let installed = Atomic<Bool>(false)
 
-    @inline(__always) package static func keysObtained(_ c: ProtectionClass) {
+    /// Runs the installed hook, if any (every open in DataProtectionFiles calls this: inlinable).
+    @inlinable package static func keysObtained(_ c: ProtectionClass) {
         if _slowPath(installed.load(ordering: .acquiring)) { hook?(c) }
     }
 
