@@ -14,8 +14,9 @@ import ProtectionCrypto
 ///   `lock(_:)`.
 ///
 /// The class is public so it can be passed around, but not `open`, and its
-/// initialiser is internal: nothing outside this module can pair keys with a
-/// lock that does not revoke them.
+/// initialiser is `package` (ProtectionDomain, in the umbrella module, makes
+/// the domain's): nothing outside this package can pair keys with a lock that
+/// does not revoke them.
 public class ClassKeys: @unchecked Sendable {  // @unchecked: immutable `let`s of Sendable types; non-final for InMemoryClassKeys
     /// Wraps and unwraps per-file keys; reached only through `admit`.
     @usableFromInline let provider: any ClassKeyProvider
