@@ -2,7 +2,13 @@
 // swift-data-protection: Apple-style Data Protection for files on Linux.
 //
 // Layers (dependencies point down only):
-//   dpctl → DataProtection → { DataProtectionFormat, KernelKeyring, FileCoordination } → { SystemLayer, ProtectionCrypto } → C shims
+//   dpctl → DataProtection → DataProtectionContainers → DataProtectionFiles → DataProtectionKeys
+//         → { DataProtectionFormat, KernelKeyring, FileCoordination } → { SystemLayer, ProtectionCrypto } → C shims
+// DataProtection is the umbrella a newcomer imports: the main path (open a domain, unlock, files, lock), the domain's
+// life (ProtectionDomain, rotation) and `@_exported import`s of the three modules below it. Containers sit below the
+// umbrella, not above it, because they need class keys and protected files but never a ProtectionDomain (they take a
+// domain's `keys`); so `import DataProtection` keeps reaching containers too, and an app that wants only containers
+// and files can depend on DataProtectionContainers alone (its own product).
 // A plain `swift build` builds these and, of the rigs, only the four that reach package-level test hooks (below).
 // The other test rigs (Tests/Support), the examples (Examples) and the benchmarks (Benchmarks) are packages of their
 // own on this one by path; the first two are dependencies of the test targets only, which SwiftPM does not resolve for
@@ -18,6 +24,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "DataProtection", targets: ["DataProtection"]),
+        // App containers (Documents, Library, tmp, a sealed bundle) on protected files, without the domain's life cycle.
+        .library(name: "DataProtectionContainers", targets: ["DataProtectionContainers"]),
         // The protected-file, keybag and journal formats, parsing and encoding only (the fuzzers' entry point).
         .library(name: "DataProtectionFormat", targets: ["DataProtectionFormat"]),
         // Test rig, not an API: the fuzz harnesses, a product only so that the Fuzz package can link them.
@@ -68,13 +76,34 @@ let package = Package(
         .target(name: "FileCoordination", dependencies: ["Locking", "PathSyntax", "SystemLayer"], exclude: ["README.md"]),
         // The pure format: header, chunk layout, keybag and journal encodings; no I/O, no keys held.
         .target(name: "DataProtectionFormat", dependencies: ["ProtectionCrypto"], exclude: ["README.md"]),
+        // Domain: the keybag, the device secret, class keys and their one admission, the live lock.
+        .target(
+            name: "DataProtectionKeys",
+            dependencies: ["DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "Locking", "PathSyntax", "SystemLayer"],
+            exclude: ["README.md"]),
+        // Protected files and handles, with the chunk pipeline (Pipeline/); keys come from DataProtectionKeys.
+        .target(
+            name: "DataProtectionFiles",
+            dependencies: [
+                "DataProtectionKeys", "DataProtectionFormat", "ProtectionCrypto", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
+            ],
+            exclude: ["README.md"]),
+        // App containers on protected files: layout, confinement, backup, purge, preferences, the sealed bundle.
+        .target(
+            name: "DataProtectionContainers",
+            dependencies: [
+                "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "ProtectionCrypto", "FileCoordination", "Locking",
+                "PathSyntax", "SystemLayer",
+            ],
+            exclude: ["README.md"]),
+        // The umbrella: the main path, the domain's life cycle, and the three modules below it re-exported.
         .target(
             name: "DataProtection",
             dependencies: [
-                "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
-                .product(name: "Logging", package: "swift-log"),
+                "DataProtectionKeys", "DataProtectionFiles", "DataProtectionContainers", "DataProtectionFormat", "ProtectionCrypto",
+                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["Domain/README.md", "Container/README.md"]),
+            exclude: ["README.md"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -116,15 +145,15 @@ let package = Package(
         .testTarget(
             name: "DataProtectionTests",
             dependencies: [
-                "DataProtection", "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
-                "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "FuzzHarnesses", rigs("TestSupport"),
+                "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionContainers", "DataProtectionFormat", "ProtectionCrypto",
+                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "FuzzHarnesses", rigs("TestSupport"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(
             name: "DpctlTests",
             dependencies: [
-                "DataProtection", "DataProtectionFormat", "KernelKeyring", "Locking", "dpctl", "crash-worker", rigs("TestSupport"),
+                "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "dpctl", "crash-worker", rigs("TestSupport"),
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]

@@ -12,24 +12,24 @@
 // - A *protected file* has its own random per-file key, wrapped by its class key in the file's header; its contents
 //   are authenticated chunks (FORMAT.md). Changing the passphrase or the class rewraps keys, never the contents.
 // - A *container* is an app's sandbox directory (Documents, Library, tmp, a sealed bundle) whose files are protected
-//   files with a default class per directory, confined beneath its root (Container/Container.swift).
+//   files with a default class per directory, confined beneath its root (DataProtectionContainers/Container.swift).
 //
 // The one path data takes (write; a read is the same backwards, and fails `.locked` or `.authenticationFailed`
-// before it returns a byte):
+// before it returns a byte; "Files" is the module DataProtectionFiles, "Keys/Live" the folder Live/ of DataProtectionKeys):
 //
-//   plaintext ─▶ ProtectedFileHandle (Files/)       chunks of 4 KiB, sealed on both cores with fresh nonces
-//             ─▶ ChunkSealer (Format/)               under keys derived from the per-file key
-//   per-file key ─▶ ClassKeys.admit (Keys/)          wrapped by the class key inside one admission, which checks the
+//   plaintext ─▶ ProtectedFileHandle (Files)        chunks of 4 KiB, sealed on both cores with fresh nonces
+//             ─▶ ChunkSealer (Files/Pipeline)       under keys derived from the per-file key
+//   per-file key ─▶ ClassKeys.admit (Keys/Keys)      wrapped by the class key inside one admission, which checks the
 //                                                    lock and registers the handle, so `lock` can find and wipe it
-//   class key ◀─ KeyStore (Domain/)                  the kernel keyring while unlocked; the keybag on disk, wrapped
-//   lock      ─▶ LiveLock (Live/)                    every process wipes its `complete` handles before lock returns
+//   class key ◀─ KeyStore (Keys/Domain)              the kernel keyring while unlocked; the keybag on disk, wrapped
+//   lock      ─▶ LiveLock (Keys/Live)                every process wipes its `complete` handles before lock returns
 
 import Logging
 import SystemLayer
 import ProtectionCrypto
 internal import PathSyntax
 
-// MARK: - 1. Open a domain (keybag and device secret: Domain/Keybag.swift, Domain/DeviceSecret.swift)
+// MARK: - 1. Open a domain (keybag and device secret: Keys/Domain/Keybag.swift, Keys/Domain/DeviceSecret.swift)
 
 extension ProtectionDomain {
     /// Opens the domain at `location`: reads and authenticates its keybag, and unlocks nothing.
@@ -63,7 +63,7 @@ extension ProtectionDomain {
         return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
     }
 
-    // MARK: - 2. Unlock (the key store: Domain/ClassKeyStore.swift; every process told: Live/LiveLock.swift)
+    // MARK: - 2. Unlock (the key store: Keys/Domain/ClassKeyStore.swift; every process told: Keys/Live/LiveLock.swift)
 
     /// Unlocks classes A, B and C: derives the KEK from the passphrase and the device secret and puts the class keys in the key store.
     ///
@@ -158,7 +158,7 @@ extension ProtectedFiles {
     }
 }
 
-// MARK: - 5. Lock (every process's handles revoked: Live/LiveLock.swift, Live/Revocation.swift)
+// MARK: - 5. Lock (every process's handles revoked: Keys/Live/LiveLock.swift, Keys/Live/Revocation.swift)
 
 extension ProtectionDomain {
     /// Locks: tells every process `willLock`, waits `grace`, then removes classes A and B (every generation)

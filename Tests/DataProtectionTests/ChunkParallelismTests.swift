@@ -1,6 +1,7 @@
 import Foundation
+import DataProtection
 // @testable: drives the internal chunk worker pool (ChunkParallelism) directly, with bodies that fail at chosen chunks.
-@testable import DataProtection
+@testable import DataProtectionFiles
 import Locking
 import XCTest
 

@@ -1,7 +1,6 @@
 import SystemLayer
 import Foundation
-// @testable: reads the backup-exclusion attribute through the internal ExtendedAttributes (IO/, which the system-layer branch reworks).
-@testable import DataProtection
+import DataProtection
 import XCTest
 
 /// Backup policy through the API, and through restic, borg, GNU tar and rsync run for real.

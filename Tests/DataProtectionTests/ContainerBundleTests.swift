@@ -1,6 +1,7 @@
 import Foundation
+import DataProtection
 // @testable: forges bundle manifests through the internal BundleManifest encoding and its hex form.
-@testable import DataProtection
+@testable import DataProtectionContainers
 import ProtectionCrypto
 import XCTest
 

@@ -1,6 +1,7 @@
 import Foundation
+import DataProtection
 // @testable: hands the raw class key to the container-hold child process, a door no build product may have.
-@testable import DataProtection
+@testable import DataProtectionKeys
 import TestSupport
 import XCTest
 

@@ -1,8 +1,9 @@
 import FileCoordination
 import Foundation
 import Locking
+import DataProtection
 // @testable: gives the internal purge a model of free space per Confinement, to test its order without filling a disk.
-@testable import DataProtection
+@testable import DataProtectionContainers
 import TestSupport
 import XCTest
 

@@ -1,6 +1,5 @@
 import SystemLayer
-// @testable: lists directories through the internal Confinement and FileTree readers, where the d_name overflow was.
-@testable import DataProtection
+import DataProtection
 import Foundation
 import XCTest
 import PathSyntax

@@ -1,7 +1,6 @@
 import DataProtectionFormat
 import Foundation
-// @testable: forges keybags (zero MAC, valid checksum) through the internal KeybagContents encoding.
-@testable import DataProtection
+import DataProtection
 import KernelKeyring
 import ProtectionCrypto
 import XCTest

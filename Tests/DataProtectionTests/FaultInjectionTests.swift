@@ -1,7 +1,6 @@
 import SystemLayer
 import Foundation
-// @testable: injects faults through the internal FileIO seam (the system-layer branch reworks it).
-@testable import DataProtection
+import DataProtection
 import ProtectionCrypto
 import Synchronization
 import XCTest

@@ -1,7 +1,10 @@
 import DataProtectionFormat
 import Foundation
+import DataProtection
 // @testable: checks the format vectors against the internal sealer and file-key derivation (header and chunk layout are DataProtectionFormat's public API).
-@testable import DataProtection
+@testable import DataProtectionFiles
+// @testable: wraps the vectors' per-file keys with a class key's internal secret bytes.
+@testable import DataProtectionKeys
 import ProtectionCrypto
 import XCTest
 

@@ -1,8 +1,7 @@
 import SystemLayer
 import TestSupport
 import Foundation
-// @testable: plants hostile entries between calls through the internal FileIO seam (the system-layer branch reworks it).
-@testable import DataProtection
+import DataProtection
 import ProtectionCrypto
 import XCTest
 

@@ -1,8 +1,9 @@
 import DataProtectionFormat
 import SystemLayer
 import Foundation
+import DataProtection
 // @testable: crashes writers through the internal FileIO seam (the system-layer branch reworks the seam); the journal format is DataProtectionFormat's public API.
-@testable import DataProtection
+@testable import DataProtectionFiles
 import ProtectionCrypto
 import XCTest
 import PathSyntax

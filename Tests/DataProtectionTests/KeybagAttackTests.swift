@@ -1,7 +1,8 @@
 import DataProtectionFormat
 import Foundation
+import DataProtection
 // @testable: wraps forged entries with a class key's secret bytes and reads the key store to check what unlock admitted (KeybagContents is public in DataProtectionFormat).
-@testable import DataProtection
+@testable import DataProtectionKeys
 import ProtectionCrypto
 import XCTest
 

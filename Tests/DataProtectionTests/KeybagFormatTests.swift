@@ -1,7 +1,8 @@
 import DataProtectionFormat
 import Foundation
+import DataProtection
 // @testable: compares a recovery key parsed from its text with the original's key bytes, which no package API exposes.
-@testable import DataProtection
+@testable import DataProtectionKeys
 import ProtectionCrypto
 import XCTest
 

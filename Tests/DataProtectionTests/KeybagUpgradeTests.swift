@@ -1,7 +1,8 @@
 import DataProtectionFormat
 import Foundation
+import DataProtection
 // @testable: reads the class keys' secret bytes back to compare them across an upgrade (KeybagContents itself is DataProtectionFormat's public API).
-@testable import DataProtection
+@testable import DataProtectionKeys
 import ProtectionCrypto
 import XCTest
 

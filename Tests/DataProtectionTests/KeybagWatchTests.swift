@@ -1,6 +1,7 @@
 import Foundation
+import DataProtection
 // @testable: checks the internal KeybagWatch (descriptor identity of the keybag) directly.
-@testable import DataProtection
+@testable import DataProtectionKeys
 import XCTest
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 import Foundation
+import DataProtection
 // @testable: builds ClassKeys over an internal InMemoryKeyTable revoked by a LiveLock, as a domain does.
-@testable import DataProtection
+@testable import DataProtectionKeys
 import ProtectionCrypto
 import Locking
 import Synchronization

@@ -1,7 +1,6 @@
 import DataProtectionFormat
 import Foundation
-// @testable: lowers the internal seals-per-key-nonce budget to reach the nonce limits in a test's time.
-@testable import DataProtection
+import DataProtection
 import ProtectionCrypto
 import XCTest
 

@@ -1,8 +1,7 @@
 import DataProtectionFormat
 import SystemLayer
 import Foundation
-// @testable: injects short reads through the internal FileIO seam (the system-layer branch reworks it).
-@testable import DataProtection
+import DataProtection
 import Locking
 import ProtectionCrypto
 import Synchronization

@@ -1,6 +1,5 @@
 import SystemLayer
-// @testable: replays its I/O under internal ProtectedFiles and domain initialisers that take the seam.
-@testable import DataProtection
+import DataProtection
 import Locking
 
 #if canImport(Glibc)

@@ -1,8 +1,7 @@
 import SystemLayer
 import CrashScenarios
 import Foundation
-// @testable: runs operations over PowerLossIO through the internal FileIO seam (the system-layer branch reworks it).
-@testable import DataProtection
+import DataProtection
 import ProtectionCrypto
 import XCTest
 

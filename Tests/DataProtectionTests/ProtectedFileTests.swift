@@ -1,8 +1,9 @@
 import DataProtectionFormat
 import SystemLayer
 import Foundation
+import DataProtection
 // @testable: checks a handle's internal staging memory, batch sizes and revocation.
-@testable import DataProtection
+@testable import DataProtectionFiles
 import ProtectionCrypto
 import Synchronization
 import XCTest

@@ -1,6 +1,5 @@
 import Foundation
-// @testable: asks the internal key store whether a rotated-out generation is still in the kernel keyring.
-@testable import DataProtection
+import DataProtection
 import ProtectionCrypto
 import XCTest
 

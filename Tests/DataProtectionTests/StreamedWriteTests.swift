@@ -1,6 +1,7 @@
 import Foundation
+import DataProtection
 // @testable: sets the internal streaming batch size and replaces through the internal replace to reach batch boundaries.
-@testable import DataProtection
+@testable import DataProtectionFiles
 import ProtectionCrypto
 import XCTest
 

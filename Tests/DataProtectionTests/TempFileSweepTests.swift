@@ -1,7 +1,8 @@
 import SystemLayer
 import Foundation
+import DataProtection
 // @testable: drives internal names (InternalName) and ProtectedFiles.create for dead writers, with faults through the FileIO seam.
-@testable import DataProtection
+@testable import DataProtectionFiles
 import ProtectionCrypto
 import Locking
 import XCTest

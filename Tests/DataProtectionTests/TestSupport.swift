@@ -1,7 +1,6 @@
 import SystemLayer
 import Foundation
-// @testable: ForwardingIO conforms to the internal FileIO seam (the system-layer branch reworks it).
-@testable import DataProtection
+import DataProtection
 import ProtectionCrypto
 import XCTest
 

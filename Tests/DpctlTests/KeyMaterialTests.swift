@@ -1,7 +1,10 @@
 import DataProtectionFormat
 import Foundation
-// @testable: reads the raw class keys from the domain's key store and unwraps per-file keys, doors no build product may have.
-@testable import DataProtection
+import DataProtection
+// @testable: reads the raw class keys from the domain's key store and the recovery key's bytes, doors no build product may have.
+@testable import DataProtectionKeys
+// @testable: unwraps per-file keys through the internal header unwrapping of the file layer.
+@testable import DataProtectionFiles
 import ProtectionCrypto
 import XCTest
 

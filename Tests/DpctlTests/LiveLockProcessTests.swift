@@ -1,6 +1,7 @@
 import Foundation
-// @testable: reads the raw class key from the domain's key store and per-file keys (KeyMaterialTests.swift) to scan worker memory for them.
-@testable import DataProtection
+import DataProtection
+// @testable: derives per-file content and header keys (FileKeys) to scan worker memory for them; the class key comes from the domain's package-level key store.
+@testable import DataProtectionFiles
 import ExamplePrograms
 import ProtectionCrypto
 import Locking

@@ -1,0 +1,98 @@
+#if canImport(Glibc)
+import DataProtectionKeys
+import DataProtectionFormat
+import SystemLayer
+import Glibc
+#endif
+
+/// The handle's use of its rollback journal (FORMAT.md §6.7). Every function runs with the state lock held.
+extension ProtectedFileHandle {
+    /// Runs a change; if it fails after the journal went hot, the file may hold part of it, so the handle stops writing.
+    func guardingChange(_ st: inout State, _ action: String, _ body: (inout State) throws(ProtectionError) -> Void) throws(ProtectionError) {
+        if let failed = st.failed { throw failedChange(failed, action) }
+        do throws(ProtectionError) { try body(&st) } catch {
+            if st.journal?.hot == true { st.failed = error }
+            throw error
+        }
+    }
+
+    /// The error for any change after `failed`.
+    func failedChange(_ failed: ProtectionError, _ action: String) -> ProtectionError {
+        ProtectionError(
+            .badHandle,
+            "unable to \(action) '\(path)': an earlier change failed half-way (\(failed.message)); close this handle and open the file again, which rolls it back to its last sync",
+            path: path, underlying: failed)
+    }
+
+    /// fsyncs the file, then empties the journal durably: the current contents become the committed state.
+    func commit(_ st: inout State) throws(ProtectionError) {
+        do throws(SystemError) { try io.fsync(st.fd) } catch {
+            // After a failed fsync the kernel may have dropped dirty pages: never commit what follows.
+            let e = ioError(error, "sync")
+            if st.journal?.hot == true { st.failed = e }
+            throw e
+        }
+        if st.journal != nil {
+            do throws(ProtectionError) { try st.journal!.commit(io) } catch {
+                st.failed = error
+                throw error
+            }
+        }
+        st.committedSize = st.size
+    }
+
+    /// Journals the chunks of `range` that existed at the last commit and are not journaled yet, then fsyncs the journal.
+    ///
+    /// Chunks past the committed size need no record: rollback cuts them away.
+    /// So a sequential write costs one journal header and fsync per commit.
+    func journalChunks(_ st: inout State, _ range: Range<Int64>) throws(ProtectionError) {
+        guard st.journal != nil, let committed = st.committedSize else { return }
+        let upper = min(range.upperBound, layout.chunkCount(forPlaintextSize: committed))
+        var need: [Int64] = []
+        if range.lowerBound < upper {
+            for j in range.lowerBound..<upper where !st.journal!.journaled.contains(j) { need.append(j) }
+        }
+        if st.journal!.hot && need.isEmpty { return }
+        if !st.journal!.hot {
+            try st.journal!.begin(io, kind: .rollback, committedSize: layout.fileSize(forPlaintextSize: committed), dataHeader: try diskHeader(&st))
+        }
+        for j in need {
+            let old = try rawChunk(&st, j, size: committed)
+            try old.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try st.journal!.append(io, .undo, offset: layout.offset(ofChunk: j), b) }
+            st.journal!.journaled.insert(j)
+        }
+        try st.journal!.flush(io)
+    }
+
+    /// The file's header bytes as on disk now, which a journal is bound to (a rewrap may have rewritten them since the open).
+    func diskHeader(_ st: inout State) throws(ProtectionError) -> [UInt8] {
+        let bytes: [UInt8]
+        do throws(SystemError) { bytes = try io.readBytes(st.fd, count: FileHeader.size, at: 0) } catch { throw ioError(error, "read") }
+        guard bytes.count == FileHeader.size else {
+            throw ProtectionError(.authenticationFailed, "unable to write '\(path)': its header is gone (truncated while open?); restore it from a backup", path: path)
+        }
+        return bytes
+    }
+
+    /// Chunk `j` of a file of `size` plaintext bytes, sealed, exactly as on disk.
+    func rawChunk(_ st: inout State, _ j: Int64, size: Int64) throws(ProtectionError) -> [UInt8] {
+        let len = layout.plaintextLength(ofChunk: j, plaintextSize: size) + layout.overhead
+        let bytes: [UInt8]
+        do throws(SystemError) { bytes = try io.readBytes(st.fd, count: len, at: layout.offset(ofChunk: j)) } catch { throw ioError(error, "read") }
+        guard bytes.count == len else {
+            throw ProtectionError(.authenticationFailed, "unable to write '\(path)': the file is shorter than its chunks (truncated while open?); restore it from a backup", path: path)
+        }
+        return bytes
+    }
+
+    /// Takes the plaintext size from the file again (after recovery changed it under a reader).
+    func refreshSize(_ st: inout State) throws(ProtectionError) {
+        let fileSize: Int64
+        do throws(SystemError) { fileSize = try io.size(st.fd) } catch { throw ioError(error, "read") }
+        guard let size = layout.plaintextSize(forFileSize: fileSize) else {
+            throw ProtectionError(.authenticationFailed, "unable to read '\(path)': its size (\(fileSize) bytes) fits no valid file; restore it from a backup", path: path)
+        }
+        st.size = size
+        st.tail = -1
+    }
+}

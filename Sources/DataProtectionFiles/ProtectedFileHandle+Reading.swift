@@ -1,0 +1,121 @@
+import DataProtectionKeys
+import DataProtectionFormat
+import SystemLayer
+import ProtectionCrypto
+import Locking
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reading: chunks read, authenticated and opened batch by batch (the last chunk once at open). Every function runs
+/// with the state lock held.
+extension ProtectedFileHandle {
+    /// Authenticates the last chunk, so the size derived from the file size can be trusted.
+    ///
+    /// `prefix` holds the file's first bytes as read at open; when the last chunk
+    /// lies inside it, no further read is made. The plaintext is kept for the next read.
+    func verifyLastChunk(prefix: [UInt8]) throws(ProtectionError) {
+        try state.withLock { (st) throws(ProtectionError) in
+            let sealer = try live(&st, "open")
+            let last = layout.chunkCount(forPlaintextSize: st.size) - 1
+            let plen = layout.plaintextLength(ofChunk: last, plaintextSize: st.size)
+            let start = Int(layout.offset(ofChunk: last)), len = plen + layout.overhead
+            let slot = st.tailSlot
+            if start + len <= prefix.count {
+                // Opened straight from the bytes read at open into the slot's plaintext place.
+                let r: Result<Void, CryptoError> = prefix.withUnsafeBytes { p in
+                    do throws(CryptoError) {
+                        // A file of one chunk: its plaintext stays in the tail slot and every read is served from
+                        // there, so no later session needs this subkey (a write seals under the handle's own key nonce).
+                        try sealer.withSession(sharingSubkeys: last > 0) { (session) throws(CryptoError) in
+                            try sealer.open(slot: p.baseAddress! + start, count: plen, into: slot + sealer.nonceSize, index: last, last: true, in: &session)
+                        }
+                        return .success(())
+                    } catch { return .failure(error) }
+                }
+                if case .failure(let error) = r { throw authFailure(error, chunk: last) }
+            } else {
+                _ = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
+            }
+            st.tail = last
+        }
+    }
+
+    /// Disk bytes of chunks `first..<first+n` in a file of `size` plaintext bytes.
+    func diskLength(first: Int64, n: Int, size: Int64) -> Int {
+        var total = 0
+        for j in first..<(first + Int64(n)) { total += layout.plaintextLength(ofChunk: j, plaintextSize: size) + layout.overhead }
+        return total
+    }
+
+    /// Reads and opens chunks covering plaintext `[from, to)` into `out` (which receives `to - from` bytes).
+    func readRange(_ st: inout State, _ sealer: ChunkSealer, from: Int64, to: Int64, into out: UnsafeMutableRawPointer) throws(ProtectionError) {
+        let cs = Int64(layout.chunkSize)
+        if st.tail >= 0, layout.chunkIndex(containing: from) == st.tail, layout.chunkIndex(containing: to - 1) == st.tail {
+            // Served from the chunk authenticated at open.
+            out.copyMemory(from: st.staging.baseAddress! + header.cipher.nonceSize + Int(from - st.tail * cs), byteCount: Int(to - from))
+            return
+        }
+        let lastOfFile = layout.chunkCount(forPlaintextSize: st.size) - 1
+        let batch = Self.batchChunks(st.batchBytes, chunkSize: layout.chunkSize)
+        var i = layout.chunkIndex(containing: from)
+        let lastWanted = layout.chunkIndex(containing: to - 1)
+        while i <= lastWanted {
+            let n = Int(min(Int64(batch), lastWanted - i + 1))
+            let staging = st.reserve(n, stride: layout.stride)
+            // Every chunk of a batch is full except possibly the file's last, so slot k is at k·stride.
+            // Each part reads its chunks and opens them, so one core's read overlaps the other's decryption.
+            let size = st.size, stride = layout.stride, first = i, fd = st.fd
+            try ChunkParallelism.forEachPart(count: n, chunkSize: layout.chunkSize) { (part) throws(ProtectionError) in
+                let len = diskLength(first: first + Int64(part.lowerBound), n: part.count, size: size)
+                let got: Int
+                do throws(SystemError) {
+                    got = try io.readFully(fd, into: UnsafeMutableRawBufferPointer(start: staging + part.lowerBound * stride, count: len),
+                                           at: layout.offset(ofChunk: first + Int64(part.lowerBound)))
+                } catch { throw ioError(error, "read") }
+                guard got == len else {
+                    throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks (truncated while open?); restore it from a backup", path: path)
+                }
+                try sealer.withSession { (session) throws(ProtectionError) in
+                    for k in part {
+                        let j = first + Int64(k)
+                        let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
+                        let slot = staging + k * stride
+                        let cStart = j * cs
+                        let wantFrom = max(from, cStart), wantTo = min(to, cStart + Int64(plen))
+                        do throws(CryptoError) {
+                            if wantFrom == cStart && wantTo == cStart + Int64(plen) {
+                                try sealer.open(slot: slot, count: plen, into: out + Int(cStart - from), index: j, last: j == lastOfFile, in: &session)
+                            } else {
+                                let plain = slot + sealer.nonceSize
+                                try sealer.open(slot: slot, count: plen, into: plain, index: j, last: j == lastOfFile, in: &session)
+                                (out + Int(wantFrom - from)).copyMemory(from: plain + Int(wantFrom - cStart), byteCount: Int(wantTo - wantFrom))
+                            }
+                        } catch { throw authFailure(error, chunk: j) }
+                    }
+                }
+            }
+            i += Int64(n)
+        }
+    }
+
+    /// Reads and opens chunk `j` (of a file of `size` bytes) into its staging slot; returns the plaintext pointer.
+    func loadChunk(_ st: inout State, _ sealer: ChunkSealer, _ j: Int64, size: Int64, slot: UnsafeMutableRawPointer) throws(ProtectionError) -> UnsafeMutableRawPointer {
+        let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
+        let len = plen + layout.overhead
+        let got: Int
+        do throws(SystemError) {
+            got = try io.readFully(st.fd, into: UnsafeMutableRawBufferPointer(start: slot, count: len), at: layout.offset(ofChunk: j))
+        } catch { throw ioError(error, "read") }
+        guard got == len else {
+            throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks; restore it from a backup", path: path)
+        }
+        let plain = slot + sealer.nonceSize
+        let last = j == layout.chunkCount(forPlaintextSize: size) - 1
+        do throws(CryptoError) {
+            try sealer.withSession { (session) throws(CryptoError) in try sealer.open(slot: slot, count: plen, into: plain, index: j, last: last, in: &session) }
+        } catch { throw authFailure(error, chunk: j) }
+        return plain
+    }
+}

@@ -1,0 +1,206 @@
+import DataProtectionKeys
+import DataProtectionFormat
+import SystemLayer
+import ProtectionCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The writer's side of a protected file's rollback journal (FORMAT.md §6.7).
+///
+/// Before a handle first overwrites a chunk that existed at the last commit,
+/// the chunk's sealed bytes go to the journal and the journal is fsynced; a
+/// commit (`sync()`) fsyncs the data, then empties the journal durably. While
+/// the journal is hot its writer holds an exclusive OFD lock on it, so
+/// recovery never rolls back a live writer, and a second writer is refused
+/// instead of interleaving its changes. All I/O goes through the `FileIO` seam.
+struct WriteJournal {
+    /// The journal's path.
+    let path: String
+    /// The protected file it protects (for messages).
+    let dataPath: String
+    /// The open journal, or -1.
+    private var fd: Int32 = -1
+    /// Whether the journal holds a valid header: recovery would act on it.
+    private(set) var hot = false
+    /// Bytes the next record starts at.
+    private var end: Int64 = 0
+    /// The header checksum records chain to.
+    private var chain: [UInt8] = []
+    /// Records written since the last fsync of the journal.
+    private var unsynced = false
+    /// Whether the directory was fsynced since `fd` was opened, so the journal's name outlives a power failure.
+    private var named = false
+    /// Chunks journaled since the last commit.
+    var journaled: Set<Int64> = []
+
+    init(path: String, dataPath: String) {
+        self.path = path
+        self.dataPath = dataPath
+    }
+
+    /// Starts a journal: takes the lock, writes a fresh header. The caller appends records, then calls `flush`.
+    ///
+    /// - Parameter dataHeader: the data file's 176 header bytes as on disk now (a rewrap may have
+    ///   changed them since the handle opened): the journal is bound to their hash.
+    /// - Throws: `.coordinationFailed` when another live handle holds the journal, or left one
+    ///   this handle must not overwrite; `.untrustedFile` when something not ours is at its name;
+    ///   `.io` for file-system failures.
+    mutating func begin(_ io: any FileIO, kind: JournalFormat.Kind, committedSize: Int64, targetSize: Int64 = 0, dataHeader: [UInt8]) throws(ProtectionError) {
+        precondition(!hot)
+        try acquire(io, dataHeader: dataHeader)
+        do throws(ProtectionError) {
+            let generation = try crypto { () throws(CryptoError) in try SecureRandom.bytes(8) }
+            let header = try crypto { () throws(CryptoError) in
+                try JournalFormat.encode(.init(
+                    kind: kind, binding: try .of(dataHeader), committedSize: committedSize, targetSize: targetSize, generation: generation))
+            }
+            do throws(SystemError) {
+                try io.ftruncate(fd, to: 0)  // any stale tail goes: nothing of it chains to the new header anyway
+                try header.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
+            } catch { throw ioError(error) }
+            chain = Array(header[(JournalFormat.headerSize - JournalFormat.checksumSize)...])
+            end = Int64(JournalFormat.headerSize)
+            hot = true
+            unsynced = true
+            journaled = []
+        } catch {
+            io.unlock(fd)
+            throw error
+        }
+    }
+
+    /// Appends a record holding `bytes`, to be put at `offset` of the data file by recovery.
+    mutating func append(_ io: any FileIO, _ type: JournalFormat.RecordType, offset: Int64, _ bytes: UnsafeRawBufferPointer) throws(ProtectionError) {
+        precondition(hot)
+        let head = JournalFormat.encodeHead(.init(type: type, length: bytes.count, offset: offset))
+        let sum = try crypto { () throws(CryptoError) in try JournalFormat.recordChecksum(chain: chain, head: head, payload: bytes) }
+        do throws(SystemError) {
+            try head.span.bytes.withUnsafeBytes { (h) throws(SystemError) in try io.writeFully(fd, from: h, at: end) }
+            try io.writeFully(fd, from: bytes, at: end + Int64(head.count))
+            try sum.span.bytes.withUnsafeBytes { (s) throws(SystemError) in try io.writeFully(fd, from: s, at: end + Int64(head.count + bytes.count)) }
+        } catch { throw ioError(error) }
+        end += Int64(head.count + bytes.count + sum.count)
+        unsynced = true
+    }
+
+    /// Makes every record written so far durable: after this the data file may be overwritten.
+    mutating func flush(_ io: any FileIO) throws(ProtectionError) {
+        guard unsynced else { return }
+        do throws(SystemError) { try io.fsync(fd) } catch { throw ioError(error) }
+        unsynced = false
+    }
+
+    /// Empties the journal durably and releases its lock; the data file must already be durable.
+    ///
+    /// The emptying is fsynced before this returns: an invalidation lost to a
+    /// power failure would roll back data that `sync()` acknowledged.
+    mutating func commit(_ io: any FileIO) throws(ProtectionError) {
+        guard hot else { return }
+        do throws(SystemError) {
+            try io.ftruncate(fd, to: 0)
+            try io.fsync(fd)
+        } catch { throw ioError(error) }
+        hot = false
+        journaled = []
+        io.unlock(fd)
+    }
+
+    /// Closes the journal: a cold one is removed, a hot one stays for recovery (the kernel drops the lock).
+    mutating func close(_ io: any FileIO) {
+        guard fd >= 0 else { return }
+        if !hot, (try? io.tryLockExclusive(fd)) == true, (try? io.names(path, fd)) == true, (try? io.size(fd)) == 0 {
+            try? io.unlink(path)  // an empty journal that outlives a power failure is removed by the next open
+        }
+        io.close(fd)
+        fd = -1
+        hot = false
+    }
+
+    /// Closes the journal as it is, hot or not (a killed writer; the kernel drops the lock).
+    mutating func abandon(_ io: any FileIO) {
+        if fd >= 0 { io.close(fd) }
+        fd = -1
+        hot = false
+    }
+
+    // MARK: - Internals
+
+    /// Takes the journal's lock for a change of the data file's header (a rewrap) that no writer may interleave with.
+    ///
+    /// A writer binds its journal to the header as on disk when it starts a change; holding the
+    /// lock while the header changes means no journal is ever bound to a header that is gone.
+    /// `close` releases it (and removes the empty journal).
+    mutating func lockForHeaderChange(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
+        try acquire(io, dataHeader: dataHeader, durableName: false)
+    }
+
+    /// Opens the journal (once per handle) and takes its lock.
+    ///
+    /// The journal is created with `O_EXCL`, or opened only if it is a regular file of ours with one link
+    /// (`openOwned`): a link planted at its name is never followed, so the truncate that starts a journal
+    /// never reaches another file. The descriptor stays open between commits; each `begin` re-checks that
+    /// it still names the file at `path` (another handle may have removed it on close).
+    /// - Parameter durableName: fsync the directory once per descriptor, so the journal's name outlives a power failure.
+    private mutating func acquire(_ io: any FileIO, dataHeader: [UInt8], durableName: Bool = true) throws(ProtectionError) {
+        for _ in 0..<3 {
+            if fd < 0 {
+                do throws(OwnedFileFailure) {
+                    do throws(OwnedFileFailure) { fd = try io.createOwned(path, flags: O_RDWR, mode: 0o600) } catch .system(let e) where e.errno == EEXIST {
+                        fd = try io.openOwned(path, flags: O_RDWR)
+                    }
+                } catch .system(let e) where e.errno == ENOENT {
+                    continue  // removed between the two opens: create it again
+                } catch {
+                    throw error.error("journal a change to", dataPath, at: path)
+                }
+                io.unlock(fd)  // a confined open marks writable descriptors with a shared lock; the journal uses its own
+                named = false
+            }
+            let locked: Bool
+            do throws(SystemError) { locked = try io.tryLockExclusive(fd) } catch { throw ioError(error) }
+            guard locked else { throw busy("another handle is writing it") }
+            let same: Bool
+            do throws(SystemError) { same = try io.names(path, fd) } catch { throw ioError(error) }
+            if !same {
+                io.close(fd)
+                fd = -1
+                continue
+            }
+            do throws(SystemError) {
+                if try io.size(fd) > 0, try belongsToThisFile(io, dataHeader) {
+                    io.unlock(fd)
+                    throw SystemError(EBUSY)
+                }
+                if durableName && !named {
+                    try io.syncDirectory(of: path)
+                    named = true
+                }
+            } catch where error.errno == EBUSY {
+                throw busy("another writer of it stopped in the middle of a change; close this handle and open the file again to roll that change back")
+            } catch {
+                io.unlock(fd)
+                throw ioError(error)
+            }
+            return
+        }
+        throw busy("its journal keeps being replaced by other writers")
+    }
+
+    /// Whether the (locked) journal holds a valid header for this file: another writer's unfinished change.
+    private func belongsToThisFile(_ io: any FileIO, _ dataHeader: [UInt8]) throws(SystemError) -> Bool {
+        let b = try io.readBytes(fd, count: JournalFormat.headerSize, at: 0)
+        guard let parsed = JournalFormat.parseHeader(b) else { return false }
+        return parsed.0.binding.matches(dataHeader)
+    }
+
+    private func ioError(_ e: SystemError) -> ProtectionError { .errno(e.errno, "journal a change to", dataPath) }
+
+    private func busy(_ why: String) -> ProtectionError {
+        ProtectionError(
+            .coordinationFailed,
+            "unable to write '\(dataPath)': \(why) (its journal '\(path)' is in use); coordinate writers with a FileCoordinator, or sync or close the other handle first",
+            path: dataPath)
+    }
+}

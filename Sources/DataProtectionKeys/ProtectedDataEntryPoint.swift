@@ -1,0 +1,88 @@
+import Synchronization
+
+/// Every public way to open, create, read or write protected data: the one list the API and the guarantee matrix share.
+///
+/// Each entry point names itself when it asks for keys (`ClassKeys.admit`), so
+/// every one of them goes through the same lock check and revocation. The
+/// guarantee matrix test (`GuaranteeMatrixTests`) drives every case × every
+/// class × {unlocked, locked before open, locked while open}, in this process
+/// and in another one, with an exhaustive `switch`: a case added here fails to
+/// compile there until it is covered, and the test checks that each driver
+/// really reached its entry point (`observed`).
+public enum ProtectedDataEntryPoint: Int, CaseIterable, Sendable, CustomStringConvertible {
+    /// `ProtectedFiles.write(_:to:protection:)`: a whole file from memory.
+    case filesWrite
+    /// `ProtectedFiles.write(contentsOf:to:protection:)`: a whole file from a descriptor (`dpctl put`).
+    case filesWriteStream
+    /// `ProtectedFiles.read(_:)`: a whole file into memory.
+    case filesRead
+    /// `ProtectedFiles.read(_:into:)`: a whole file to a descriptor (`dpctl cat`).
+    case filesReadStream
+    /// `ProtectedFiles.create(_:protection:)`: a new file, open for writing.
+    case filesCreate
+    /// `ProtectedFiles.open(_:)`: a handle for reading.
+    case filesOpen
+    /// `ProtectedFiles.open(_:forWriting: true)`: a handle for reading and writing.
+    case filesOpenForWriting
+    /// `ProtectedFiles.rewrap(_:to:)` and `ProtectionDomain.setClass`: the per-file key moved to another class.
+    case filesRewrap
+    /// `ProtectedFiles.protectInPlace(_:as:)`: a plain file turned into a protected one.
+    case filesProtect
+    /// `ProtectedFiles.unprotectInPlace(_:)`: a protected file turned back into a plain one.
+    case filesUnprotect
+    /// `Container.write(_:to:protection:)` and its `Data`/`URL` forms.
+    case containerWrite
+    /// `Container.read(_:)` and `contents(of:)`.
+    case containerRead
+    /// `Container.create(_:protection:)`.
+    case containerCreate
+    /// `Container.open(_:forWriting:)`.
+    case containerOpen
+    /// `Preferences` reads (`value(forKey:)`, `dictionaryRepresentation()`, the typed getters).
+    case preferencesRead
+    /// `Preferences` writes (`set`, `update`, `removeValue`).
+    case preferencesWrite
+
+    /// The API it stands for, as the matrix prints it.
+    public var description: String {
+        switch self {
+        case .filesWrite: "files.write"
+        case .filesWriteStream: "files.write(contentsOf:)"
+        case .filesRead: "files.read"
+        case .filesReadStream: "files.read(into:)"
+        case .filesCreate: "files.create"
+        case .filesOpen: "files.open"
+        case .filesOpenForWriting: "files.open(forWriting:)"
+        case .filesRewrap: "files.rewrap"
+        case .filesProtect: "files.protectInPlace"
+        case .filesUnprotect: "files.unprotectInPlace"
+        case .containerWrite: "container.write"
+        case .containerRead: "container.read"
+        case .containerCreate: "container.create"
+        case .containerOpen: "container.open"
+        case .preferencesRead: "preferences.read"
+        case .preferencesWrite: "preferences.write"
+        }
+    }
+
+    @usableFromInline var bit: UInt64 { 1 << UInt64(rawValue) }
+
+    /// Notes that this entry point asked for keys (one relaxed load when already noted).
+    ///
+    /// Inlinable, as `ClassKeys.admit` is: every open in DataProtectionFiles runs it.
+    @inlinable func record() {
+        let b = bit
+        if Self.seen.load(ordering: .relaxed) & b == 0 { Self.seen.bitwiseOr(b, ordering: .relaxed) }
+    }
+
+    @usableFromInline static let seen = Atomic<UInt64>(0)
+
+    /// The entry points that asked for keys in this process since the last `resetObserved()`.
+    package static var observed: Set<ProtectedDataEntryPoint> {
+        let s = seen.load(ordering: .relaxed)
+        return Set(allCases.filter { s & $0.bit != 0 })
+    }
+
+    /// Forgets what `observed` reports (the matrix test calls it before each driver).
+    package static func resetObserved() { seen.store(0, ordering: .relaxed) }
+}
