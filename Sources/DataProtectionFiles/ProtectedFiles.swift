@@ -87,9 +87,9 @@ public final class ProtectedFiles: Sendable {
         self.init(keys: keys, options: options, coordinator: coordinator, io: SystemFileIO(), sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
     }
 
-    /// The fault-injection seam: every file-system call of these files goes through `io` (package-level, for tests
-    /// that simulate failures and power loss, as swift-system's mocking hook is).
-    package convenience init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO) {
+    /// Test hook: the fault-injection seam; every file-system call of these files goes through `io` (testing SPI, for
+    /// tests and rigs that simulate failures and power loss or hold a file in memory, as swift-system's mocking hook is).
+    @_spi(Testing) public convenience init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO) {
         self.init(keys: keys, options: options, coordinator: coordinator, io: io, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
     }
 
@@ -129,7 +129,7 @@ public final class ProtectedFiles: Sendable {
         let h = ProtectedFileHandle(
             path: path, fd: fd, header: header, keys: fk, plaintextSize: size, writable: writable, files: self, epoch: epoch,
             journaled: journaled, committed: committed, via: via)
-        AdmissionProbe.keysObtained(header.protectionClass)
+        AdmissionPoint.keysObtained(header.protectionClass)
         h.registerForRevocation()
         return h
     }

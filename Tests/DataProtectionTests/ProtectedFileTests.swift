@@ -1,7 +1,7 @@
 import DataProtectionFormat
 import SystemLayer
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 // @testable: checks a handle's internal staging memory, batch sizes and revocation.
 @testable import DataProtectionFiles
 import ProtectionCrypto

@@ -1,6 +1,6 @@
 import SystemLayer
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 // @testable: drives internal names (InternalName) and ProtectedFiles.create for dead writers, with faults through the FileIO seam.
 @testable import DataProtectionFiles
 import ProtectionCrypto
