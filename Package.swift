@@ -85,6 +85,8 @@ let package = Package(
             name: "DataProtectionFiles",
             dependencies: [
                 "DataProtectionKeys", "DataProtectionFormat", "ProtectionCrypto", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
+                // FileDescriptor, the descriptor type of its API (re-exported).
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             exclude: ["README.md"]),
         // App containers on protected files: layout, confinement, backup, purge, preferences, the sealed bundle.

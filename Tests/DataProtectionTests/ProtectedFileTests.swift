@@ -48,7 +48,7 @@ final class ProtectedFileTests: XCTestCase {
             let fd = open(source, O_RDONLY)
             defer { close(fd) }
             let before = io.fsyncs.load(ordering: .relaxed)
-            try files.write(contentsOf: fd, to: target, protection: .complete, durable: durable)
+            try files.write(contentsOf: FileDescriptor(rawValue: fd), to: target, protection: .complete, durable: durable)
             let synced = io.fsyncs.load(ordering: .relaxed) - before
             if durable { XCTAssertGreaterThanOrEqual(synced, 2, "file and directory") } else { XCTAssertEqual(synced, 0) }
             XCTAssertEqual(try files.read(target), bytes)

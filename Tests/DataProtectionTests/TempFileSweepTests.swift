@@ -43,7 +43,7 @@ final class TempFileSweepTests: XCTestCase {
             feed = fds[1]
             let source = fds[0]
             Thread.detachNewThread { [self] in
-                do { try files.write(contentsOf: source, to: path, protection: .complete) } catch { failure = error }
+                do { try files.write(contentsOf: FileDescriptor(rawValue: source), to: path, protection: .complete) } catch { failure = error }
                 Glibc.close(source)
                 done.signal()
             }

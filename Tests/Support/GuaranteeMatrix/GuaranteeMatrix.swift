@@ -158,14 +158,14 @@ public struct MatrixFixture: Sendable {
         case .filesWriteStream:
             let fd = Glibc.open(filePath(cell) + ".input", O_RDONLY)
             defer { Glibc.close(fd) }
-            try domain.files.write(contentsOf: fd, to: filePath(cell), protection: c)
+            try domain.files.write(contentsOf: FileDescriptor(rawValue: fd), to: filePath(cell), protection: c)
             return nil
         case .filesRead: return try domain.files.read(filePath(cell))
         case .filesReadStream:
             let out = filePath(cell) + ".out"
             let fd = Glibc.open(out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             defer { Glibc.close(fd) }
-            do { try domain.files.read(filePath(cell), into: fd) } catch {
+            do { try domain.files.read(filePath(cell), into: FileDescriptor(rawValue: fd)) } catch {
                 // What reached the output before a failure is returned too: the test requires it to be empty.
                 let partial = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
                 if !partial.isEmpty { throw MatrixError.partialPlaintext(partial.count, error) }
