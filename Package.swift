@@ -9,11 +9,12 @@
 // umbrella, not above it, because they need class keys and protected files but never a ProtectionDomain (they take a
 // domain's `keys`); so `import DataProtection` keeps reaching containers too, and an app that wants only containers
 // and files can depend on DataProtectionContainers alone (its own product).
-// A plain `swift build` builds these and, of the rigs, only the four that reach package-level test hooks (below).
-// The other test rigs (Tests/Support), the examples (Examples) and the benchmarks (Benchmarks) are packages of their
-// own on this one by path; the first two are dependencies of the test targets only, which SwiftPM does not resolve for
-// packages that depend on this one (Fuzz, Benchmarks, an app). SwiftPM builds every target of this package in a
-// plain build.
+// A plain `swift build` builds these and dpctl, nothing else (SwiftPM builds every non-test target of this package in
+// a plain build; scripts/module-graph fails if anything else appears here). The test rigs (Tests/Support), the examples
+// (Examples) and the benchmarks (Benchmarks) are packages of their own on this one by path; the first two are
+// dependencies of the test targets only, which SwiftPM does not resolve for packages that depend on this one (Fuzz,
+// Benchmarks, an app). Rigs that need a test hook (the file-system seam, the admission probe, the keybag's and the
+// confinement's internals) reach it as testing SPI: `@_spi(Testing) import DataProtection`.
 import PackageDescription
 
 /// A product of the test rigs' package (Tests/Support): TestSupport, whose dependents get every rig built with them.
@@ -28,8 +29,6 @@ let package = Package(
         .library(name: "DataProtectionContainers", targets: ["DataProtectionContainers"]),
         // The protected-file, keybag and journal formats, parsing and encoding only (the fuzzers' entry point).
         .library(name: "DataProtectionFormat", targets: ["DataProtectionFormat"]),
-        // Test rig, not an API: the fuzz harnesses, a product only so that the Fuzz package can link them.
-        .library(name: "FuzzHarnesses", targets: ["FuzzHarnesses"]),
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
         // Secrets and primitives that appear in DataProtection's API (SecretBytes, ClassKey material).
         .library(name: "ProtectionCrypto", targets: ["ProtectionCrypto"]),
@@ -86,6 +85,8 @@ let package = Package(
             name: "DataProtectionFiles",
             dependencies: [
                 "DataProtectionKeys", "DataProtectionFormat", "ProtectionCrypto", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
+                // FileDescriptor, the descriptor type of its API (re-exported).
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             exclude: ["README.md"]),
         // App containers on protected files: layout, confinement, backup, purge, preferences, the sealed bundle.
@@ -112,26 +113,6 @@ let package = Package(
             ],
             exclude: ["README.md"]),
 
-        // The fuzz harnesses (keybag parser and unwrapping, protected-file reads, container paths through the package-level
-        // Confinement), shared by Fuzz/ (through the product FuzzHarnesses) and FuzzRegressionTests, so the replay
-        // applies the fuzzers' own oracles.
-        .target(
-            name: "FuzzHarnesses", dependencies: ["DataProtection", "DataProtectionFormat", "ProtectionCrypto", "SystemLayer"],
-            path: "Tests/Support/FuzzHarnesses"),
-        // The rigs kept in this package (under Tests/Support, whose other rigs are a package of their own), because they
-        // reach package-level test hooks another package cannot see: guarantee-worker checks admissions through
-        // DataProtection's AdmissionProbe; crash-worker and the power-loss tests run the crash scenarios through the
-        // file-system seam (package-level initialisers that take `io:`). A plain `swift build` builds these four too.
-        // The matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
-        .target(name: "GuaranteeMatrix", dependencies: ["DataProtection"], path: "Tests/Support/GuaranteeMatrix"),
-        // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
-        .executableTarget(name: "guarantee-worker", dependencies: ["GuaranteeMatrix", "DataProtection"], path: "Tests/Support/guarantee-worker"),
-        // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
-        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto", "SystemLayer"], path: "Tests/Support/CrashScenarios"),
-        // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point (through the seam).
-        .executableTarget(
-            name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection", "SystemLayer"], path: "Tests/Support/crash-worker"),
-
         .testTarget(
             name: "ProtectionCryptoTests", dependencies: ["ProtectionCrypto"],
             resources: [.copy("Vectors")]),
@@ -146,14 +127,14 @@ let package = Package(
             name: "DataProtectionTests",
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionContainers", "DataProtectionFormat", "ProtectionCrypto",
-                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "FuzzHarnesses", rigs("TestSupport"),
+                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", rigs("TestSupport"), rigs("GuaranteeMatrix"), rigs("CrashScenarios"), rigs("FuzzHarnesses"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(
             name: "DpctlTests",
             dependencies: [
-                "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "dpctl", "crash-worker", rigs("TestSupport"),
+                "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "dpctl", rigs("TestSupport"),
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]

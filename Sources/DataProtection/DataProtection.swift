@@ -24,6 +24,7 @@
 //   class key ◀─ KeyStore (Keys/Domain)              the kernel keyring while unlocked; the keybag on disk, wrapped
 //   lock      ─▶ LiveLock (Keys/Live)                every process wipes its `complete` handles before lock returns
 
+@_spi(Testing) import DataProtectionKeys  // Keybag and DeviceSecret: testing SPI only so the keybag fuzzer can reach them
 import Logging
 import SystemLayer
 import ProtectionCrypto
@@ -48,8 +49,9 @@ extension ProtectionDomain {
         try open(at: location, keyStore: keyStore, fileOptions: fileOptions, io: SystemFileIO(), logger: logger)
     }
 
-    /// `open(at:keyStore:fileOptions:logger:)` through the file-system seam `io` (tests that inject faults).
-    package static func open(
+    /// Test hook: `open(at:keyStore:fileOptions:logger:)` through the file-system seam `io` (testing SPI, for tests and
+    /// the crash worker that inject faults or kill the process at an I/O call).
+    @_spi(Testing) public static func open(
         at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(),
         io: any FileIO, logger: Logger? = nil
     ) throws(ProtectionError) -> ProtectionDomain {

@@ -1,3 +1,4 @@
+@_spi(Testing) import DataProtectionKeys  // Keybag and DeviceSecret: testing SPI only so the keybag fuzzer can reach them
 import DataProtectionFormat
 import SystemLayer
 import FileCoordination
@@ -54,7 +55,7 @@ public final class ProtectionDomain: Sendable {
             throw ProtectionError(.coordinationFailed, "unable to set up file coordination: \(error.message)", underlying: error)
         }
         keys = ClassKeys(provider: DomainClassKeys(cache: cache, store: store), revocation: liveLock.revocation)
-        files = ProtectedFiles(keys: keys, options: fileOptions, coordinator: coordinator, io: io)
+        files = ProtectedFiles(keys: keys, options: fileOptions, coordinator: coordinator, io: io, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
     }
 
     /// Whether a keybag exists at `location`.
@@ -182,9 +183,10 @@ public final class ProtectionDomain: Sendable {
     ///   naming the keybag when its recovery entries do not authenticate (nothing is changed).
     public static func recover(
         at location: DomainLocation, recoveryKey: borrowing RecoveryKey, newPassphrase: borrowing SecretBytes, kdf: Argon2Parameters? = nil,
-        keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), io: any FileIO = SystemFileIO(), logger: Logger? = nil
+        keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
+        let io: any FileIO = SystemFileIO()
         let path = location.keybagPath
         let (old, _, _) = try Keybag.parseFile(location, io: io)
         var (keys, authenticated): ([ClassKey], Bool)

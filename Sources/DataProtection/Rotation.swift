@@ -1,3 +1,4 @@
+@_spi(Testing) import DataProtectionKeys  // Keybag and DeviceSecret: testing SPI only so the keybag fuzzer can reach them
 import SystemLayer
 import ProtectionCrypto
 
@@ -162,7 +163,7 @@ extension ProtectionDomain {
         let rotationKeys = InMemoryClassKeys(keys.filter { $0.protectionClass == c })
         let registration = liveLock.revocation.register(rotationKeys)
         defer { liveLock.revocation.unregister(slot: registration) }
-        let rewrapper = ProtectedFiles(keys: rotationKeys, options: files.options, io: io)
+        let rewrapper = ProtectedFiles(keys: rotationKeys, options: files.options, io: io, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
         var rewrapped = 0, missing = 0, interrupted = false
         var failures: [ProtectionError] = []
         // Headers are rewritten without a per-file fsync; each batch is made durable with one

@@ -24,7 +24,7 @@ extension Confinement {
 
     /// Replaces the plain file at `path` atomically, through the one atomic replace (AtomicReplace.swift) on the
     /// confined seam: its directory is opened beneath the root, and every other call is relative to it.
-    package func writeFileAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) throws(SystemError) {
+    public func writeFileAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) throws(SystemError) {
         let replace = try AtomicReplace(replacing: path, mode: mode, flags: O_WRONLY, io: ConfinedFileIO(confinement: self, base: io))
         defer { io.close(replace.fd) }
         do throws(SystemError) {
@@ -37,7 +37,7 @@ extension Confinement {
     }
 
     /// Removes `path` and, if it is a directory, everything inside it, never following a symbolic link.
-    package func removeTree(_ path: String) throws(SystemError) {
+    public func removeTree(_ path: String) throws(SystemError) {
         let st = try status(path)
         if st.st_mode & S_IFMT == S_IFDIR {
             for (name, _) in try entries(path, noSymlinks: true) { try removeTree(path + "/" + name) }

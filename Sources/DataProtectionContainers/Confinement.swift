@@ -23,7 +23,10 @@ internal import PathSyntax
 /// Hard links cannot be seen in a path: a regular file with `st_nlink > 1`
 /// may be a second name of a file outside, so opening one fails `EMLINK`
 /// (reported as `.escapesContainer`). The library itself never makes hard links.
-package final class Confinement: Sendable {
+///
+/// Test hook: testing SPI (with the members the path fuzzer drives), so the fuzz harness in Tests/Support can resolve
+/// hostile paths through it; containers are its only user in the library.
+@_spi(Testing) public final class Confinement: Sendable {
     /// The container root, absolute.
     let root: String
     /// The root, opened `Confinement.pathOnly | O_DIRECTORY`; every lookup starts here.
@@ -32,11 +35,11 @@ package final class Confinement: Sendable {
     let io: any FileIO
 
     /// `O_PATH`: a descriptor that only names a place (lookups, fstat), never reads or writes.
-    package static let pathOnly: Int32 = openPathOnly
+    public static let pathOnly: Int32 = openPathOnly
     static let resolution: PathResolution = [.beneath, .noMagicLinks]
 
     /// Opens `root` (an existing directory) as the confinement root; a relative `root` is taken from the working directory.
-    package init(root: String, io: any FileIO = SystemFileIO()) throws(SystemError) {
+    public init(root: String, io: any FileIO = SystemFileIO()) throws(SystemError) {
         guard !root.utf8.contains(0) else { throw SystemError(EINVAL) }
         let fd = try io.open(root, flags: Confinement.pathOnly | O_DIRECTORY, mode: 0)
         self.root = isAbsolutePath(root) ? root : Container.currentDirectory() + "/" + root
@@ -70,7 +73,7 @@ package final class Confinement: Sendable {
 
     /// `openat2` of `path` beneath the root; regular files with more than one link are refused (`EMLINK`).
     /// With `noSymlinks`, any symbolic link in the path is refused (`ELOOP`): tree walks that delete use it.
-    package func open(_ path: String, flags: Int32, mode: mode_t = 0, noSymlinks: Bool = false) throws(SystemError) -> Int32 {
+    public func open(_ path: String, flags: Int32, mode: mode_t = 0, noSymlinks: Bool = false) throws(SystemError) -> Int32 {
         try open(try beneath(path), beneath: rootFD, flags: flags, mode: mode, noSymlinks: noSymlinks)
     }
 
@@ -97,7 +100,7 @@ package final class Confinement: Sendable {
     /// Runs `body` with the parent directory of `path` (opened beneath the root) and the last component.
     ///
     /// The last component must name an item: not empty, `.` or `..`.
-    package func withParent<R>(of path: String, _ body: (Int32, String) throws(SystemError) -> R) throws(SystemError) -> R {
+    public func withParent<R>(of path: String, _ body: (Int32, String) throws(SystemError) -> R) throws(SystemError) -> R {
         // Split at the byte (PathSyntax.swift): a name handed to the *at calls below must hold no "/".
         let p = droppingTrailingSeparators(try beneath(path))
         let name = lastComponent(of: p)
@@ -108,14 +111,14 @@ package final class Confinement: Sendable {
     }
 
     /// `fstatat` of `path` without following a final symbolic link.
-    package func status(_ path: String) throws(SystemError) -> stat {
+    public func status(_ path: String) throws(SystemError) -> stat {
         let path = try beneath(path)
         if path == "." || path.isEmpty { return try io.fullStatus(rootFD) }
         return try withParent(of: path) { (fd, name) throws(SystemError) in try io.status(of: name, in: fd) }
     }
 
     /// `mkdirat`; an existing directory is not an error when `existingOK`.
-    package func makeDirectory(_ path: String, mode: mode_t = 0o700, existingOK: Bool = true) throws(SystemError) {
+    public func makeDirectory(_ path: String, mode: mode_t = 0o700, existingOK: Bool = true) throws(SystemError) {
         try withParent(of: path) { (fd, name) throws(SystemError) in
             do throws(SystemError) { try io.makeDirectory(name, in: fd, mode: mode) } catch {
                 if error.errno == EEXIST, existingOK, let st = try? io.status(of: name, in: fd), st.st_mode & S_IFMT == S_IFDIR { return }
@@ -125,14 +128,14 @@ package final class Confinement: Sendable {
     }
 
     /// `unlinkat` of a file or symbolic link, or of an empty directory when `directory`.
-    package func remove(_ path: String, directory: Bool = false) throws(SystemError) {
+    public func remove(_ path: String, directory: Bool = false) throws(SystemError) {
         try withParent(of: path) { (fd, name) throws(SystemError) in
             try io.unlink(name, in: fd, isDirectory: directory)
         }
     }
 
     /// `renameat` (or `renameat2(RENAME_NOREPLACE)` unless `replacing`) of one item to another path, both beneath the root.
-    package func rename(_ from: String, to: String, replacing: Bool) throws(SystemError) {
+    public func rename(_ from: String, to: String, replacing: Bool) throws(SystemError) {
         try withParent(of: from) { (fromFD, fromName) throws(SystemError) in
             try withParent(of: to) { (toFD, toName) throws(SystemError) in
                 try io.rename(fromName, in: fromFD, to: toName, in: toFD, replacing: replacing)
@@ -141,7 +144,7 @@ package final class Confinement: Sendable {
     }
 
     /// The names in the directory `path` (without `.` and `..`), with their `lstat`.
-    package func entries(_ path: String, noSymlinks: Bool = false) throws(SystemError) -> [(name: String, status: stat)] {
+    public func entries(_ path: String, noSymlinks: Bool = false) throws(SystemError) -> [(name: String, status: stat)] {
         let fd = try open(path.isEmpty ? "." : path, flags: O_RDONLY | O_DIRECTORY, noSymlinks: noSymlinks)
         return try io.entries(ofOpenDirectory: fd).sorted { $0.name < $1.name }
     }

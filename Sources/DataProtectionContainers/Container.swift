@@ -123,7 +123,8 @@ public final class Container: Sendable {
         self.policy = policy
         self.coordinator = try options.coordination.coordinator(root: absolute)
         self.inUse = try InUseLock.shared(c, exclusiveFirst: options.clearsTemporaryDirectory ? { () throws(ProtectionError) in try Purge.clear(.temporary, in: c) } : nil)
-        self.files = ProtectedFiles(keys: keys, options: options.fileOptions, io: ConfinedFileIO(confinement: c, base: options.io))
+        self.files = ProtectedFiles(keys: keys, options: options.fileOptions, io: ConfinedFileIO(confinement: c, base: options.io),
+            sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
     }
 
     /// Stops holding the container in use; the object must not be used afterwards.

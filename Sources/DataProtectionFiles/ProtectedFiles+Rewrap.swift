@@ -59,7 +59,7 @@ extension ProtectedFiles {
             // finds it gone: it is wiped when this block returns.
             try keys.admit(old.0, also: c, via: .filesRewrap) { (access, _) throws(ProtectionError) in
                 let fileKey = try unwrapFileKey(header, raw: raw, access)
-                AdmissionProbe.keysObtained(old.0)
+                AdmissionPoint.keysObtained(old.0)
                 let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: header.cipher) }
                 try checkMAC(raw: raw, fk)
                 header.protectionClass = c

@@ -87,9 +87,9 @@ public final class ProtectedFiles: Sendable {
         self.init(keys: keys, options: options, coordinator: coordinator, io: SystemFileIO(), sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
     }
 
-    /// The fault-injection seam: every file-system call of these files goes through `io` (package-level, for tests
-    /// that simulate failures and power loss, as swift-system's mocking hook is).
-    package convenience init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO) {
+    /// Test hook: the fault-injection seam; every file-system call of these files goes through `io` (testing SPI, for
+    /// tests and rigs that simulate failures and power loss or hold a file in memory, as swift-system's mocking hook is).
+    @_spi(Testing) public convenience init(keys: ClassKeys, options: ProtectedFileOptions = .init(), coordinator: FileCoordinator? = nil, io: any FileIO) {
         self.init(keys: keys, options: options, coordinator: coordinator, io: io, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
     }
 
@@ -129,7 +129,7 @@ public final class ProtectedFiles: Sendable {
         let h = ProtectedFileHandle(
             path: path, fd: fd, header: header, keys: fk, plaintextSize: size, writable: writable, files: self, epoch: epoch,
             journaled: journaled, committed: committed, via: via)
-        AdmissionProbe.keysObtained(header.protectionClass)
+        AdmissionPoint.keysObtained(header.protectionClass)
         h.registerForRevocation()
         return h
     }
@@ -158,8 +158,8 @@ public final class ProtectedFiles: Sendable {
     ///     may leave the old file, or a new one that fails authentication (never wrong plaintext);
     ///     for bulk imports that sync later, and for comparisons with tools that do not fsync.
     /// - Throws: `.locked`; `.io` reading `source` or writing (the temporary file is removed and `path` is untouched).
-    public func write(contentsOf source: Int32, to path: String, protection: ProtectionClass, durable: Bool = true) throws(ProtectionError) {
-        try write(contentsOf: source, to: path, protection: protection, durable: durable, via: .filesWriteStream)
+    public func write(contentsOf source: FileDescriptor, to path: String, protection: ProtectionClass, durable: Bool = true) throws(ProtectionError) {
+        try write(contentsOf: source.rawValue, to: path, protection: protection, durable: durable, via: .filesWriteStream)
     }
 
     /// `write(contentsOf:to:protection:durable:)` on behalf of the entry point `via`.
@@ -225,8 +225,8 @@ public final class ProtectedFiles: Sendable {
     ///   - destination: where the plaintext goes (a file, a pipe, standard output).
     /// - Throws: `.locked`, `.authenticationFailed` (what was written before the bad chunk stays written; nothing
     ///   after it), `.notProtected`, `.notFound`, `.io`.
-    public func read(_ path: String, into destination: Int32) throws(ProtectionError) {
-        try read(path, into: destination, via: .filesReadStream)
+    public func read(_ path: String, into destination: FileDescriptor) throws(ProtectionError) {
+        try read(path, into: destination.rawValue, via: .filesReadStream)
     }
 
     /// `read(_:into:)` on behalf of the entry point `via`.

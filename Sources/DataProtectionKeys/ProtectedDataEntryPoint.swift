@@ -77,12 +77,13 @@ public enum ProtectedDataEntryPoint: Int, CaseIterable, Sendable, CustomStringCo
 
     @usableFromInline static let seen = Atomic<UInt64>(0)
 
-    /// The entry points that asked for keys in this process since the last `resetObserved()`.
-    package static var observed: Set<ProtectedDataEntryPoint> {
+    /// Test hook: the entry points that asked for keys in this process since the last `resetObserved()` (the guarantee
+    /// matrix checks that each driver reached its own entry point).
+    @_spi(Testing) public static var observed: Set<ProtectedDataEntryPoint> {
         let s = seen.load(ordering: .relaxed)
         return Set(allCases.filter { s & $0.bit != 0 })
     }
 
-    /// Forgets what `observed` reports (the matrix test calls it before each driver).
-    package static func resetObserved() { seen.store(0, ordering: .relaxed) }
+    /// Test hook: forgets what `observed` reports (the matrix test calls it before each driver).
+    @_spi(Testing) public static func resetObserved() { seen.store(0, ordering: .relaxed) }
 }

@@ -26,7 +26,7 @@ struct Put: ParsableCommand {
             guard fd >= 0 else { throw ProtectionError(errno == ENOENT ? .notFound : .io(errno), "unable to read '\(from)': \(String(cString: strerror(errno)))", path: from) }
         }
         defer { if fd != 0 { close(fd) } }
-        try d.files.write(contentsOf: fd, to: path, protection: protectionClass, durable: !noSync)
+        try d.files.write(contentsOf: FileDescriptor(rawValue: fd), to: path, protection: protectionClass, durable: !noSync)
     }
 }
 
@@ -38,7 +38,7 @@ struct Cat: ParsableCommand {
 
     func run() throws {
         let d = try domain.open()
-        for p in paths { try d.files.read(p, into: 1) }
+        for p in paths { try d.files.read(p, into: .standardOutput) }
     }
 }
 

@@ -1,6 +1,6 @@
 import SystemLayer
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 import ProtectionCrypto
 import Locking
 import XCTest

@@ -1,7 +1,7 @@
 import FileCoordination
 import Foundation
 import Locking
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 // @testable: gives the internal purge a model of free space per Confinement, to test its order without filling a disk.
 @testable import DataProtectionContainers
 import TestSupport

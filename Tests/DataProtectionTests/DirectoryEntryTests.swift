@@ -1,5 +1,5 @@
 import SystemLayer
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 import Foundation
 import XCTest
 import PathSyntax

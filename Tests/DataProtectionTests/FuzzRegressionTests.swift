@@ -1,5 +1,5 @@
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 import FuzzHarnesses
 import XCTest
 

@@ -1,4 +1,4 @@
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 import Foundation
 import GuaranteeMatrix
 import Locking

@@ -1,7 +1,7 @@
 import SystemLayer
 import TestSupport
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 import ProtectionCrypto
 import XCTest
 

@@ -1,7 +1,7 @@
 import DataProtectionFormat
 import SystemLayer
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 // @testable: crashes writers through the internal FileIO seam (the system-layer branch reworks the seam); the journal format is DataProtectionFormat's public API.
 @testable import DataProtectionFiles
 import ProtectionCrypto

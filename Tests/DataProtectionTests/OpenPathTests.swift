@@ -1,7 +1,7 @@
 import DataProtectionFormat
 import SystemLayer
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 import Locking
 import ProtectionCrypto
 import Synchronization

@@ -1,7 +1,7 @@
 import SystemLayer
-import CrashScenarios
+@_spi(Testing) import CrashScenarios
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 import ProtectionCrypto
 import XCTest
 

@@ -1,7 +1,7 @@
 import DataProtectionFormat
 import SystemLayer
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 // @testable: checks a handle's internal staging memory, batch sizes and revocation.
 @testable import DataProtectionFiles
 import ProtectionCrypto
@@ -48,7 +48,7 @@ final class ProtectedFileTests: XCTestCase {
             let fd = open(source, O_RDONLY)
             defer { close(fd) }
             let before = io.fsyncs.load(ordering: .relaxed)
-            try files.write(contentsOf: fd, to: target, protection: .complete, durable: durable)
+            try files.write(contentsOf: FileDescriptor(rawValue: fd), to: target, protection: .complete, durable: durable)
             let synced = io.fsyncs.load(ordering: .relaxed) - before
             if durable { XCTAssertGreaterThanOrEqual(synced, 2, "file and directory") } else { XCTAssertEqual(synced, 0) }
             XCTAssertEqual(try files.read(target), bytes)

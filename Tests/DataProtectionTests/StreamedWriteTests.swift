@@ -25,7 +25,7 @@ final class StreamedWriteTests: XCTestCase {
                 let fd = open("\(dir)/in", O_RDONLY)
                 defer { close(fd) }
                 XCTAssertEqual(lseek(fd, off_t(position), SEEK_SET), off_t(position))
-                try files.write(contentsOf: fd, to: "\(dir)/out", protection: .complete, durable: false)
+                try files.write(contentsOf: FileDescriptor(rawValue: fd), to: "\(dir)/out", protection: .complete, durable: false)
                 XCTAssertEqual(try files.read("\(dir)/out"), Array(input[position...]), "size \(n) from \(position)")
                 XCTAssertEqual(lseek(fd, 0, SEEK_CUR), off_t(n), "the input is consumed")
             }
@@ -53,7 +53,7 @@ final class StreamedWriteTests: XCTestCase {
         }
         feeder.start()
         defer { close(ends[0]) }
-        try files.write(contentsOf: ends[0], to: "\(dir)/out", protection: .complete, durable: false)
+        try files.write(contentsOf: FileDescriptor(rawValue: ends[0]), to: "\(dir)/out", protection: .complete, durable: false)
         XCTAssertEqual(try files.read("\(dir)/out"), input)
     }
 
@@ -92,7 +92,7 @@ final class StreamedWriteTests: XCTestCase {
             try files.write(input, to: "\(dir)/p", protection: .complete)
             let fd = open("\(dir)/back", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             XCTAssertGreaterThanOrEqual(fd, 0)
-            try files.read("\(dir)/p", into: fd)
+            try files.read("\(dir)/p", into: FileDescriptor(rawValue: fd))
             close(fd)
             XCTAssertEqual(try readBytes("\(dir)/back"), input, "size \(n) into a file")
         }
@@ -110,7 +110,7 @@ final class StreamedWriteTests: XCTestCase {
             done.signal()
         }
         drainer.start()
-        try files.read("\(dir)/p", into: ends[1])
+        try files.read("\(dir)/p", into: FileDescriptor(rawValue: ends[1]))
         close(ends[1])
         done.wait()
         XCTAssertEqual(drained, input, "through a pipe")

@@ -1,6 +1,6 @@
 import SystemLayer
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
 // @testable: drives internal names (InternalName) and ProtectedFiles.create for dead writers, with faults through the FileIO seam.
 @testable import DataProtectionFiles
 import ProtectionCrypto
@@ -43,7 +43,7 @@ final class TempFileSweepTests: XCTestCase {
             feed = fds[1]
             let source = fds[0]
             Thread.detachNewThread { [self] in
-                do { try files.write(contentsOf: source, to: path, protection: .complete) } catch { failure = error }
+                do { try files.write(contentsOf: FileDescriptor(rawValue: source), to: path, protection: .complete) } catch { failure = error }
                 Glibc.close(source)
                 done.signal()
             }

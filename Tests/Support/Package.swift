@@ -5,11 +5,10 @@
 // The library's test targets depend on the TestSupport product, and TestSupport on every rig executable below: SwiftPM
 // 6.3 builds an executable that is reached only through another package's library with the tests
 // (`swift build --build-tests`, `swift test`), while it builds every target of the root package, and every executable
-// product a root target names (test targets included), in a plain `swift build`. The rigs here use only the library's
-// public products. GuaranteeMatrix, guarantee-worker, CrashScenarios and crash-worker (in this folder) stay
-// targets of the library package: they reach package-level test hooks (DataProtection's AdmissionProbe, and the
-// file-system seam the crash worker kills processes through), which another package cannot see, so a plain
-// `swift build` still builds those four.
+// product a root target names (test targets included), in a plain `swift build`. The rigs here use the library's public
+// products; those that need a test hook (the file-system seam, the admission probe, the keybag's and the confinement's
+// internals) import it as testing SPI, `@_spi(Testing) import DataProtection`, as swift-system and swift-nio expose
+// theirs, since another package cannot see `package` declarations.
 import PackageDescription
 
 /// A product of the library package (../../).
@@ -25,7 +24,14 @@ let package = Package(
         .executable(name: "keyring-probe", targets: ["keyring-probe"]),
         .executable(name: "container-hold", targets: ["container-hold"]),
         .executable(name: "coordination-worker", targets: ["coordination-worker"]),
+        .executable(name: "guarantee-worker", targets: ["guarantee-worker"]),
+        .executable(name: "crash-worker", targets: ["crash-worker"]),
         .library(name: "TestSupport", targets: ["TestSupport"]),
+        // The guarantee matrix's drivers (GuaranteeMatrixTests) and the crash scenarios (PowerLossTests).
+        .library(name: "GuaranteeMatrix", targets: ["GuaranteeMatrix"]),
+        .library(name: "CrashScenarios", targets: ["CrashScenarios"]),
+        // The fuzz harnesses: linked by the Fuzz package's libFuzzer targets and replayed by FuzzRegressionTests.
+        .library(name: "FuzzHarnesses", targets: ["FuzzHarnesses"]),
     ],
     dependencies: [
         .package(name: "swift-data-protection", path: "../../"),
@@ -34,7 +40,7 @@ let package = Package(
         // Finding a built rig next to the test bundle; depending on it builds every rig with the tests.
         .target(
             name: "TestSupport",
-            dependencies: ["keyctl-deny", "keyring-probe", "container-hold", "coordination-worker"],
+            dependencies: ["keyctl-deny", "keyring-probe", "container-hold", "coordination-worker", "guarantee-worker", "crash-worker"],
             path: "TestSupport"),
         // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
         .executableTarget(name: "keyctl-deny", path: "keyctl-deny"),
@@ -45,5 +51,23 @@ let package = Package(
             name: "container-hold", dependencies: [library("DataProtection"), library("ProtectionCrypto")], path: "container-hold"),
         // A real process for the cross-process coordination tests (its benchmark drivers: Benchmarks/Drivers/dp-coordbench).
         .executableTarget(name: "coordination-worker", dependencies: [library("FileCoordination")], path: "coordination-worker"),
+
+        // The rigs below reach the library's testing SPI (`@_spi(Testing) import DataProtection`): the file-system seam
+        // (initialisers that take `io:`), the admission probe and the entry points' record.
+        // The fuzz harnesses (keybag parser and unwrapping, protected-file reads, container paths through the
+        // confinement), shared by Fuzz/ (through the product FuzzHarnesses) and FuzzRegressionTests, so the replay
+        // applies the fuzzers' own oracles.
+        .target(
+            name: "FuzzHarnesses", dependencies: [library("DataProtection"), library("DataProtectionFormat"), library("ProtectionCrypto")],
+            path: "FuzzHarnesses"),
+        // The matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
+        .target(name: "GuaranteeMatrix", dependencies: [library("DataProtection")], path: "GuaranteeMatrix"),
+        // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
+        .executableTarget(
+            name: "guarantee-worker", dependencies: ["GuaranteeMatrix", library("DataProtection")], path: "guarantee-worker"),
+        // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
+        .target(name: "CrashScenarios", dependencies: [library("DataProtection"), library("ProtectionCrypto")], path: "CrashScenarios"),
+        // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point (through the seam).
+        .executableTarget(name: "crash-worker", dependencies: ["CrashScenarios", library("DataProtection")], path: "crash-worker"),
     ]
 )

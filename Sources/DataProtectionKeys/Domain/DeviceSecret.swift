@@ -15,13 +15,16 @@ import Glibc
 /// this file cannot be attacked by guessing passphrases offline, and cannot
 /// be altered undetected. Loading refuses a file or directory that group or
 /// others can access, rather than silently use a secret that may have leaked.
-package struct DeviceSecret: ~Copyable {
+///
+/// Test hook: testing SPI (its size and `init(key:)`), so the keybag fuzzer in Tests/Support can fix one; creating,
+/// loading and deriving stay package-level.
+@_spi(Testing) public struct DeviceSecret: ~Copyable {
     /// Bytes in a device secret.
-    package static let size = 32
+    public static let size = 32
     package let key: SecretBytes
 
-    /// A device secret holding `key` (`create` and `load` make them; the fuzz harness fixes one).
-    package init(key: consuming SecretBytes) { self.key = key }
+    /// A device secret holding `key` (`create` and `load` make them; test hook: the fuzz harness fixes one).
+    public init(key: consuming SecretBytes) { self.key = key }
 
     /// Creates (or, for `recover`, replaces) the device secret of `id`.
     package static func create(for id: DomainID, at location: DomainLocation, io: any FileIO) throws(ProtectionError) -> DeviceSecret {

@@ -9,11 +9,14 @@ import ProtectionCrypto
 /// class key is also sealed to the recovery public key, and those seals are MACed with a key only the
 /// recovery key yields. Changing the passphrase rewraps these 4–8 entries only, so it costs the same
 /// whatever the number of files.
-package struct Keybag: Sendable {
+///
+/// Test hook: testing SPI (with the members the keybag fuzzer drives: building, sealing and every unwrapping), so the
+/// fuzz harness in Tests/Support can authenticate and unwrap mutated keybags; loading and saving stay package-level.
+@_spi(Testing) public struct Keybag: Sendable {
     package var contents: KeybagContents
 
     /// A keybag holding `contents` (parsed and authenticated by the caller, or new).
-    package init(contents: KeybagContents) { self.contents = contents }
+    public init(contents: KeybagContents) { self.contents = contents }
 
     package var domainID: DomainID { contents.domainID }
 
@@ -61,7 +64,7 @@ package struct Keybag: Sendable {
     }
 
     /// The whole file `save` writes: upgrades a v1 contents, names the device secret, re-MACs the recovery entries, adds the MAC and checksum.
-    package mutating func fileBytes(_ device: borrowing DeviceSecret, kek: borrowing SecretBytes) throws(ProtectionError) -> [UInt8] {
+    public mutating func fileBytes(_ device: borrowing DeviceSecret, kek: borrowing SecretBytes) throws(ProtectionError) -> [UInt8] {
         // A v1 keybag's class-B public keys were in the clear: wrap them under the device secret.
         for i in contents.entries.indices {
             guard let plain = contents.entries[i].publicKey else { continue }
@@ -83,7 +86,7 @@ package struct Keybag: Sendable {
     }
 
     /// The device MAC of `body` under `device`: what a keybag file holds after its body.
-    package static func mac(_ body: [UInt8], _ device: borrowing DeviceSecret) throws(ProtectionError) -> [UInt8] {
+    public static func mac(_ body: [UInt8], _ device: borrowing DeviceSecret) throws(ProtectionError) -> [UInt8] {
         try mac(body, try device.macKey())
     }
 
@@ -111,7 +114,7 @@ package struct Keybag: Sendable {
     // MARK: Keys
 
     /// Runs Argon2id on `passphrase` with the stored salt and parameters and entangles the result with the device secret.
-    package func passphraseKEK(_ passphrase: borrowing SecretBytes, _ device: borrowing DeviceSecret) throws(ProtectionError) -> SecretBytes {
+    public func passphraseKEK(_ passphrase: borrowing SecretBytes, _ device: borrowing DeviceSecret) throws(ProtectionError) -> SecretBytes {
         let stretched = try crypto { () throws(CryptoError) in
             try PasswordHash.deriveKey(passphrase: passphrase, salt: contents.salt, parameters: contents.kdf)
         }
@@ -120,7 +123,7 @@ package struct Keybag: Sendable {
 
     /// Unwraps every generation of the passphrase classes (A, B, C) with `kek`.
     /// - Throws: `.wrongPassphrase` when the KEK does not open them (the MAC already proved the keybag intact).
-    package func unwrapPassphraseClasses(_ kek: borrowing SecretBytes) throws(ProtectionError) -> [ClassKey] {
+    public func unwrapPassphraseClasses(_ kek: borrowing SecretBytes) throws(ProtectionError) -> [ClassKey] {
         var out: [ClassKey] = []
         for e in contents.entries where e.protectionClass != .none {
             do throws(ProtectionError) { out.append(try unwrap(e, with: kek)) } catch where error.code == .authenticationFailed {
@@ -131,7 +134,7 @@ package struct Keybag: Sendable {
     }
 
     /// Unwraps generation `g` of class `none` with the device secret alone.
-    package func unwrapNone(_ g: UInt32, _ device: borrowing DeviceSecret) throws(ProtectionError) -> ClassKey? {
+    public func unwrapNone(_ g: UInt32, _ device: borrowing DeviceSecret) throws(ProtectionError) -> ClassKey? {
         guard let e = contents.entry(.none, g) else { return nil }
         let k = try device.classNoneKey()
         do throws(ProtectionError) { return try unwrap(e, with: k) } catch where error.code == .authenticationFailed {
@@ -140,7 +143,7 @@ package struct Keybag: Sendable {
     }
 
     /// The public key of generation `g` of a public-key class (B), unwrapped with the device secret (or, in a v1 keybag, read in the clear).
-    package func publicKey(_ c: ProtectionClass, _ g: UInt32, _ device: borrowing DeviceSecret) throws(ProtectionError) -> X25519PublicKey? {
+    public func publicKey(_ c: ProtectionClass, _ g: UInt32, _ device: borrowing DeviceSecret) throws(ProtectionError) -> X25519PublicKey? {
         guard let e = contents.entry(c, g) else { return nil }
         let bytes: [UInt8]
         if let plain = e.publicKey { bytes = plain } else if let w = e.wrappedPublicKey {
@@ -161,7 +164,7 @@ package struct Keybag: Sendable {
     /// wrote, so nobody holding a copy of the keybag can plant a class key of their own.
     /// - Returns: the keys, and whether the entries were authenticated (false for a v1 recovery section).
     /// - Throws: `.wrongPassphrase` for a recovery key that does not open them; `.corruptKeybag` (no path; the caller adds it).
-    package func unwrapWithRecovery(_ recovery: borrowing RecoveryKey) throws(ProtectionError) -> (keys: [ClassKey], authenticated: Bool) {
+    public func unwrapWithRecovery(_ recovery: borrowing RecoveryKey) throws(ProtectionError) -> (keys: [ClassKey], authenticated: Bool) {
         let pair = try recovery.sealingKeyPair()
         guard pair.publicKey.bytes == contents.recoveryPublicKey else {
             throw ProtectionError(.wrongPassphrase, "this recovery key belongs to another domain (or another `dpctl init` of it); use the one shown when this domain was created")
@@ -196,7 +199,7 @@ package struct Keybag: Sendable {
     }
 
     /// Derives the recovery authentication key from `recovery` and stores it wrapped under `kek`; `save` then MACs the recovery entries.
-    package mutating func authenticateRecovery(with recovery: borrowing RecoveryKey, kek: borrowing SecretBytes) throws(ProtectionError) {
+    public mutating func authenticateRecovery(with recovery: borrowing RecoveryKey, kek: borrowing SecretBytes) throws(ProtectionError) {
         let key = try recovery.authenticationKey()
         contents.recoveryAuthentication = RecoveryAuthentication(
             wrappedKey: try wrap(key, kek, KeybagContents.recoveryKeyAD(domainID)), mac: [UInt8](repeating: 0, count: KeybagContents.macSize))
@@ -213,7 +216,7 @@ package struct Keybag: Sendable {
 
     /// Adds (or replaces) `key`'s entry: wrapped by `kek` (or the device's class-D key for `none`) and sealed to the
     /// recovery key; class B's public key wrapped by the device secret.
-    package mutating func add(_ key: ClassKey, kek: borrowing SecretBytes, device: borrowing DeviceSecret) throws(ProtectionError) {
+    public mutating func add(_ key: ClassKey, kek: borrowing SecretBytes, device: borrowing DeviceSecret) throws(ProtectionError) {
         guard let s = key.secret else { throw ProtectionError.locked(key.protectionClass) }
         let c = key.protectionClass, g = key.generation
         let ad = KeybagContents.entryAD(domainID, c, g, recovery: false)

@@ -17,8 +17,8 @@ public struct RecoveryKey: ~Copyable, Sendable {
 
     let key: SecretBytes
 
-    /// A recovery key holding `key` (`random` and parsing make them; the fuzz harness fixes one).
-    package init(key: consuming SecretBytes) { self.key = key }
+    /// Test hook: a recovery key holding `key` (`random` and parsing make them; the fuzz harness fixes one).
+    @_spi(Testing) public init(key: consuming SecretBytes) { self.key = key }
 
     /// A fresh random recovery key.
     package static func random() throws(ProtectionError) -> RecoveryKey {
@@ -89,8 +89,9 @@ public struct RecoveryKey: ~Copyable, Sendable {
         return try text.withUnsafeBytes { try body($0) }
     }
 
-    /// The X25519 key pair the keybag seals class keys to; only its public half is stored.
-    package func sealingKeyPair() throws(ProtectionError) -> X25519KeyPair {
+    /// The X25519 key pair the keybag seals class keys to; only its public half is stored. Test hook (testing SPI):
+    /// the keybag fuzzer seals its seeds to it.
+    @_spi(Testing) public func sealingKeyPair() throws(ProtectionError) -> X25519KeyPair {
         try crypto { () throws(CryptoError) in
             try X25519KeyPair(secretKey: try KeyDerivation.subkey(of: key, context: "dprecov1", id: 1))
         }

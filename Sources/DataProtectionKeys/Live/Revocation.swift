@@ -138,8 +138,9 @@ struct Unowned: @unchecked Sendable {
 
 /// A test seam inside the gate: runs a hook once key material was obtained and before its holder is registered (or,
 /// for a rewrap, before it is wiped), so a test can start a lock at exactly that moment: the interleaving of issue 19
-/// defect 5. Off in production: one atomic load.
-package enum AdmissionProbe {
+/// defect 5. Off in production: one atomic load. The probe points (`keysObtained`) are package-level; installing a
+/// hook (`AdmissionProbe.with`) is testing SPI.
+package enum AdmissionPoint {
     // Written only before `installed` is set (release) and read only after it was seen set (acquire).
     @usableFromInline nonisolated(unsafe) static var hook: (@Sendable (ProtectionClass) -> Void)?
     @usableFromInline static let installed = Atomic<Bool>(false)
@@ -148,12 +149,15 @@ package enum AdmissionProbe {
     @inlinable package static func keysObtained(_ c: ProtectionClass) {
         if _slowPath(installed.load(ordering: .acquiring)) { hook?(c) }
     }
+}
 
-    /// Installs `hook` for the duration of `body` (tests only; one at a time).
-    package static func with<R>(_ hook: @escaping @Sendable (ProtectionClass) -> Void, _ body: () throws -> R) rethrows -> R {
-        Self.hook = hook
-        installed.store(true, ordering: .releasing)
-        defer { installed.store(false, ordering: .releasing) }
+/// Test hook: installs the hook `AdmissionPoint.keysObtained` runs (the guarantee matrix's lock-while-open cells).
+@_spi(Testing) public enum AdmissionProbe {
+    /// Test hook: installs `hook` for the duration of `body` (tests only; one at a time).
+    public static func with<R>(_ hook: @escaping @Sendable (ProtectionClass) -> Void, _ body: () throws -> R) rethrows -> R {
+        AdmissionPoint.hook = hook
+        AdmissionPoint.installed.store(true, ordering: .releasing)
+        defer { AdmissionPoint.installed.store(false, ordering: .releasing) }
         return try body()
     }
 }

@@ -1,5 +1,4 @@
-import SystemLayer
-import DataProtection
+@_spi(Testing) import DataProtection
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -98,9 +97,10 @@ public struct Scenario: Sendable {
         }
     }
 
-    /// Opens the domain through `io` and unlocks it with the old passphrase (what the operation runs on).
-    public func open(io: any FileIO = SystemFileIO()) throws -> ProtectionDomain {
-        let d = try ProtectionDomain.open(at: location, keyStore: .inProcess, fileOptions: Self.options, io: io)
+    /// Opens the domain through `io` (the real calls when nil) and unlocks it with the old passphrase (what the operation
+    /// runs on). Testing SPI, as the seam it takes is.
+    @_spi(Testing) public func open(io: (any FileIO)? = nil) throws -> ProtectionDomain {
+        let d = try ProtectionDomain.open(at: location, keyStore: .inProcess, fileOptions: Self.options, io: io ?? SystemFileIO())
         try d.unlock(passphrase: try SecretBytes(utf8: Self.oldPassphrase))
         return d
     }

@@ -1,8 +1,7 @@
 // The keybag parser's fuzz harness, shared by the FuzzKeybag target (Fuzz/, through this target's
 // product) and FuzzRegressionTests, so the replay applies the fuzzer's own oracles. The parser is
-// DataProtectionFormat's public API; the unwrapping is DataProtection's package API (this target is
-// in the root package).
-import DataProtection
+// DataProtectionFormat's public API; the unwrapping (Keybag, DeviceSecret) is DataProtection's testing SPI.
+@_spi(Testing) import DataProtection
 import DataProtectionFormat
 import ProtectionCrypto
 
@@ -31,11 +30,16 @@ public final class KeybagFuzzHarness {
     public init() throws(ProtectionError) {
         let id = try DomainID(bytes: Self.domain)
         self.id = id
-        device = DeviceSecret(key: try crypto { () throws(CryptoError) in try SecretBytes(utf8: String(repeating: "D", count: DeviceSecret.size)) })
-        recovery = RecoveryKey(key: try crypto { () throws(CryptoError) in try SecretBytes(utf8: String(repeating: "R", count: 32)) })
+        device = DeviceSecret(key: try Self.secret(String(repeating: "D", count: DeviceSecret.size)))
+        recovery = RecoveryKey(key: try Self.secret(String(repeating: "R", count: 32)))
         recoveryPublicKey = try recovery.sealingKeyPair().publicKey.bytes
-        let passphrase = try crypto { () throws(CryptoError) in try SecretBytes(utf8: "fuzz") }
+        let passphrase = try Self.secret("fuzz")
         kek = try Self.empty(id, recoveryPublicKey).passphraseKEK(passphrase, device)
+    }
+
+    /// `text`'s bytes in locked memory (the fixed secrets).
+    static func secret(_ text: String) throws(ProtectionError) -> SecretBytes {
+        do throws(CryptoError) { return try SecretBytes(utf8: text) } catch { throw ProtectionError(.io(ENOMEM), "unable to allocate a fuzz secret: \(error.message)", underlying: error) }
     }
 
     static func empty(_ id: DomainID, _ recoveryPublicKey: [UInt8]) -> Keybag {

@@ -1,8 +1,7 @@
 // The protected-file fuzz harness, shared by the FuzzHeader and FuzzChunks targets (Fuzz/, through this
 // target's product) and FuzzRegressionTests: an in-memory FileIO holding one file, so fuzz inputs never
 // touch the disk, the fixed fuzz keys, and the read oracle.
-import SystemLayer
-import DataProtection  // ProtectedFiles(keys:io:) is the package-level fault-injection seam (this target is in the root package)
+@_spi(Testing) import DataProtection  // ProtectedFiles(keys:io:), the fault-injection seam, is testing SPI
 import ProtectionCrypto
 import Synchronization
 
@@ -11,13 +10,13 @@ import Glibc
 #endif
 
 /// One file in memory behind the `FileIO` seam (fuzzing only: no directories, one descriptor).
-public final class MemoryFileIO: FileIO {
+final class MemoryFileIO: FileIO {
     private let bytes: Mutex<[UInt8]>
-    public init(_ contents: [UInt8]) { bytes = Mutex(contents) }
+    init(_ contents: [UInt8]) { bytes = Mutex(contents) }
 
-    public func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 { 3 }
-    public func close(_ fd: Int32) {}
-    public func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+    func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 { 3 }
+    func close(_ fd: Int32) {}
+    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
         bytes.withLock { b in
             guard offset < Int64(b.count) else { return 0 }
             let n = min(buffer.count, b.count - Int(offset))
@@ -25,17 +24,17 @@ public final class MemoryFileIO: FileIO {
             return n
         }
     }
-    public func pwrite(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) -> Int { throw SystemError(EROFS) }
-    public func fsync(_ fd: Int32) throws(SystemError) {}
-    public func ftruncate(_ fd: Int32, to size: Int64) throws(SystemError) { throw SystemError(EROFS) }
-    public func size(_ fd: Int32) throws(SystemError) -> Int64 { Int64(bytes.withLock { $0.count }) }
-    public func rename(_ from: String, to: String) throws(SystemError) { throw SystemError(EROFS) }
-    public func unlink(_ path: String) throws(SystemError) { throw SystemError(EROFS) }
-    public func openAt(_ directory: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 { throw SystemError(EROFS) }
-    public func renameAt(_ directory: Int32, _ from: String, to: String) throws(SystemError) { throw SystemError(EROFS) }
-    public func unlinkAt(_ directory: Int32, _ name: String) throws(SystemError) { throw SystemError(EROFS) }
-    public func identityAt(_ directory: Int32, _ name: String) throws(SystemError) -> (device: UInt64, inode: UInt64) { throw SystemError(ENOENT) }
-    public func copyUserAttributes(at directory: Int32, from name: String, to destination: Int32) throws(SystemError) { throw SystemError(EROFS) }
+    func pwrite(_ fd: Int32, from buffer: UnsafeRawBufferPointer, at offset: Int64) throws(SystemError) -> Int { throw SystemError(EROFS) }
+    func fsync(_ fd: Int32) throws(SystemError) {}
+    func ftruncate(_ fd: Int32, to size: Int64) throws(SystemError) { throw SystemError(EROFS) }
+    func size(_ fd: Int32) throws(SystemError) -> Int64 { Int64(bytes.withLock { $0.count }) }
+    func rename(_ from: String, to: String) throws(SystemError) { throw SystemError(EROFS) }
+    func unlink(_ path: String) throws(SystemError) { throw SystemError(EROFS) }
+    func openAt(_ directory: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 { throw SystemError(EROFS) }
+    func renameAt(_ directory: Int32, _ from: String, to: String) throws(SystemError) { throw SystemError(EROFS) }
+    func unlinkAt(_ directory: Int32, _ name: String) throws(SystemError) { throw SystemError(EROFS) }
+    func identityAt(_ directory: Int32, _ name: String) throws(SystemError) -> (device: UInt64, inode: UInt64) { throw SystemError(ENOENT) }
+    func copyUserAttributes(at directory: Int32, from name: String, to destination: Int32) throws(SystemError) { throw SystemError(EROFS) }
 }
 
 /// Fixed class keys for every class (generation 1): seeds are written with them, so the

@@ -1,9 +1,7 @@
 // The container path-resolution fuzz harness, shared by the FuzzPath target (Fuzz/, through this target's
 // product) and FuzzRegressionTests, so the replay applies the fuzzer's own oracles. It drives Confinement, which is
-// DataProtection's package API (this target is in the root package); the Fuzz package calls only its public entry
-// points (init, run, remove).
-import DataProtection
-import SystemLayer
+// DataProtection's testing SPI; the Fuzz package calls only this harness's public entry points (init, run, remove).
+@_spi(Testing) import DataProtection
 
 #if canImport(Glibc)
 import Glibc
@@ -32,7 +30,7 @@ import Glibc
 public final class PathFuzzHarness {
     let base: String
     let root: String
-    package let outside: String
+    public let outside: String
     let secret = Array("outside the container".utf8)
     var secretIdentity = FileIdentity(stat())
 
@@ -107,7 +105,7 @@ public final class PathFuzzHarness {
     }
 
     /// Checks (and closes) a descriptor that `Confinement` returned for `path`.
-    package func check(_ fd: Int32?, _ what: String, _ path: String, reading: Bool = false) -> String? {
+    public func check(_ fd: Int32?, _ what: String, _ path: String, reading: Bool = false) -> String? {
         guard let fd, fd >= 0 else { return nil }
         defer { close(fd) }
         var buf = [CChar](repeating: 0, count: 4096)
@@ -115,7 +113,7 @@ public final class PathFuzzHarness {
         guard n > 0 else { return "\(what) '\(path)': readlink of the descriptor failed (\(errno))" }
         let target = String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard target == root || target.hasPrefix(root + "/") else { return "\(what) '\(path)' escaped the root: it resolved to '\(target)'" }
-        if reading, (try? FileIdentity(fd: fd)) == secretIdentity { return "\(what) '\(path)' opened the file outside the root through a hard link" }
+        if reading, FileIdentity(fd: fd) == secretIdentity { return "\(what) '\(path)' opened the file outside the root through a hard link" }
         return nil
     }
 
@@ -134,20 +132,15 @@ public final class PathFuzzHarness {
     }
 
     func names(_ path: String) -> [String] {
-        (try? SystemFileIO().directoryNames(path).sorted()) ?? ["<\(path) is gone>"]
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        guard fd >= 0 else { return ["<\(path) is gone>"] }
+        defer { close(fd) }
+        return entries(fd).sorted()
     }
 
     /// Removes everything inside the directory `fd`, never following a symbolic link.
     func clear(_ fd: Int32) {
-        guard let dir = fdopendir(dup(fd)) else { return }
-        rewinddir(dir)  // the duplicate shares its offset with `fd`, which an earlier walk left at the end
-        var names: [String] = []
-        while let ent = readdir(dir) {
-            let name = entryName(ent)
-            if name != "." && name != ".." { names.append(name) }
-        }
-        closedir(dir)
-        for name in names where unlinkat(fd, name, 0) != 0 {
+        for name in entries(fd) where unlinkat(fd, name, 0) != 0 {
             let sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
             guard sub >= 0 else { continue }
             clear(sub)
@@ -155,4 +148,39 @@ public final class PathFuzzHarness {
             unlinkat(fd, name, AT_REMOVEDIR)
         }
     }
+}
+
+/// A file's device and inode number: what identifies it whatever its path.
+struct FileIdentity: Equatable {
+    let device: UInt64
+    let inode: UInt64
+
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+    }
+
+    init?(fd: Int32) {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        self.init(st)
+    }
+}
+
+/// The name of the directory entry `e`, read in place up to its NUL (copying `d_name` would read past a short record).
+func entryName(_ e: UnsafePointer<dirent>) -> String {
+    String(cString: (UnsafeRawPointer(e) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!).assumingMemoryBound(to: CChar.self))
+}
+
+/// The names in the open directory `fd`, without `.` and `..`, read from its start.
+func entries(_ fd: Int32) -> [String] {
+    guard let dir = fdopendir(dup(fd)) else { return [] }
+    defer { closedir(dir) }
+    rewinddir(dir)  // the duplicate shares its offset with `fd`, which an earlier walk left at the end
+    var names: [String] = []
+    while let e = readdir(dir) {
+        let name = entryName(e)
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
 }

@@ -1,7 +1,7 @@
 // The guarantee matrix's drivers, shared by GuaranteeMatrixTests (this process) and guarantee-worker (another one):
 // one driver per ProtectedDataEntryPoint, chosen by an exhaustive switch, so a new entry point does not compile
 // here until it has a driver.
-import DataProtection
+@_spi(Testing) import DataProtection
 import Foundation
 
 #if canImport(Glibc)
@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// When the domain locks, relative to the cell's access.
-package enum LockTiming: String, CaseIterable, Sendable {
+public enum LockTiming: String, CaseIterable, Sendable {
     case unlocked
     /// `lock` returned before the entry point was called.
     case lockedBeforeOpen = "locked-before-open"
@@ -19,7 +19,7 @@ package enum LockTiming: String, CaseIterable, Sendable {
 }
 
 /// What a cell must do.
-package enum CellOutcome: String, Sendable, Equatable {
+public enum CellOutcome: String, Sendable, Equatable {
     /// The call succeeds, returns exactly the file's plaintext (reads) or leaves exactly what it wrote (writes).
     case works
     /// The call fails `.locked`; nothing is returned, and the files are as they were.
@@ -27,24 +27,24 @@ package enum CellOutcome: String, Sendable, Equatable {
 }
 
 /// One cell: an entry point, a class and a lock timing.
-package struct MatrixCell: Sendable, CustomStringConvertible {
-    package var entry: ProtectedDataEntryPoint
-    package var protection: ProtectionClass
-    package var timing: LockTiming
+public struct MatrixCell: Sendable, CustomStringConvertible {
+    public var entry: ProtectedDataEntryPoint
+    public var protection: ProtectionClass
+    public var timing: LockTiming
 
-    package init(_ entry: ProtectedDataEntryPoint, _ protection: ProtectionClass, _ timing: LockTiming) {
+    public init(_ entry: ProtectedDataEntryPoint, _ protection: ProtectionClass, _ timing: LockTiming) {
         self.entry = entry
         self.protection = protection
         self.timing = timing
     }
 
-    package var description: String { "\(entry) × \(protection.name) × \(timing.rawValue)" }
+    public var description: String { "\(entry) × \(protection.name) × \(timing.rawValue)" }
 
     /// A file name unique to the cell (cells never share a file).
-    package var name: String { "\(entry.rawValue)-\(protection.rawValue)-\(timing.rawValue)" }
+    public var name: String { "\(entry.rawValue)-\(protection.rawValue)-\(timing.rawValue)" }
 
     /// What DESIGN.md's class table says this cell does.
-    package var expected: CellOutcome {
+    public var expected: CellOutcome {
         if timing == .unlocked { return .works }
         switch protection {
         case .none, .completeUntilFirstUserAuthentication:
@@ -63,22 +63,22 @@ package struct MatrixCell: Sendable, CustomStringConvertible {
     static let createsOnly: Set<ProtectedDataEntryPoint> = [.filesWrite, .filesWriteStream, .filesCreate, .filesProtect, .containerWrite, .containerCreate]
 
     /// Whether the entry point hands the caller a handle (the lock then falls between open and use).
-    package var opensHandle: Bool { [.filesCreate, .filesOpen, .filesOpenForWriting, .containerCreate, .containerOpen].contains(entry) }
+    public var opensHandle: Bool { [.filesCreate, .filesOpen, .filesOpenForWriting, .containerCreate, .containerOpen].contains(entry) }
 }
 
 /// The places one run of the matrix works in: a domain's files directory and one container per class.
-package struct MatrixFixture {
-    package let domain: ProtectionDomain
+public struct MatrixFixture: Sendable {
+    public let domain: ProtectionDomain
     /// Directory for the `files.*` entry points (through `domain.files`).
-    package let directory: String
+    public let directory: String
     /// A container per class; its preferences store takes that class.
-    package let containers: [ProtectionClass: Container]
+    public let containers: [ProtectionClass: Container]
 
     /// Container roots live under `directory/containers/<class>`.
-    package static func containerRoot(_ directory: String, _ c: ProtectionClass) -> String { "\(directory)/containers/\(c.name)" }
+    public static func containerRoot(_ directory: String, _ c: ProtectionClass) -> String { "\(directory)/containers/\(c.name)" }
 
     /// Opens (creating when `create`) the containers under `directory`.
-    package init(domain: ProtectionDomain, directory: String, create: Bool) throws {
+    public init(domain: ProtectionDomain, directory: String, create: Bool) throws {
         self.domain = domain
         self.directory = directory
         var cs: [ProtectionClass: Container] = [:]
@@ -96,20 +96,20 @@ package struct MatrixFixture {
     }
 
     /// The plaintext of the cell's existing file: several chunks, unique to the cell.
-    package static func plaintext(_ cell: MatrixCell) -> [UInt8] {
+    public static func plaintext(_ cell: MatrixCell) -> [UInt8] {
         let line = Array("\(cell.name): the plaintext nobody may read after lock returns.\n".utf8)
         return Array((0..<(10_000 / line.count + 1)).flatMap { _ in line }.prefix(10_000))
     }
 
     /// What the cell writes, when it writes.
-    package static func written(_ cell: MatrixCell) -> [UInt8] { Array("written by \(cell.name)".utf8) }
+    public static func written(_ cell: MatrixCell) -> [UInt8] { Array("written by \(cell.name)".utf8) }
 
-    package func filePath(_ cell: MatrixCell) -> String { "\(directory)/\(cell.name)" }
-    package func containerPath(_ cell: MatrixCell) -> String { "Documents/\(cell.name)" }
-    package var preferencesKey: String { "secret" }
+    public func filePath(_ cell: MatrixCell) -> String { "\(directory)/\(cell.name)" }
+    public func containerPath(_ cell: MatrixCell) -> String { "Documents/\(cell.name)" }
+    public var preferencesKey: String { "secret" }
 
     /// Puts the cell's existing data in place (the domain is unlocked).
-    package func prepare(_ cell: MatrixCell) throws {
+    public func prepare(_ cell: MatrixCell) throws {
         let p = Self.plaintext(cell), c = cell.protection
         switch cell.entry {
         case .filesRead, .filesReadStream, .filesOpen, .filesOpenForWriting, .filesRewrap, .filesUnprotect:
@@ -128,7 +128,7 @@ package struct MatrixFixture {
     }
 
     /// The first half of a handle entry point: opens (or creates) the handle. Nil for whole-file entry points.
-    package func open(_ cell: MatrixCell) throws -> ProtectedFileHandle? {
+    public func open(_ cell: MatrixCell) throws -> ProtectedFileHandle? {
         let c = cell.protection
         switch cell.entry {
         case .filesCreate: return try domain.files.create(filePath(cell), protection: c)
@@ -143,7 +143,7 @@ package struct MatrixFixture {
     }
 
     /// The rest of the cell: uses the handle, or makes the whole-file call. Returns the plaintext it read, if any.
-    package func use(_ cell: MatrixCell, _ handle: ProtectedFileHandle?) throws -> [UInt8]? {
+    public func use(_ cell: MatrixCell, _ handle: ProtectedFileHandle?) throws -> [UInt8]? {
         let c = cell.protection, w = Self.written(cell)
         switch cell.entry {
         case .filesCreate, .containerCreate, .filesOpenForWriting:
@@ -158,14 +158,14 @@ package struct MatrixFixture {
         case .filesWriteStream:
             let fd = Glibc.open(filePath(cell) + ".input", O_RDONLY)
             defer { Glibc.close(fd) }
-            try domain.files.write(contentsOf: fd, to: filePath(cell), protection: c)
+            try domain.files.write(contentsOf: FileDescriptor(rawValue: fd), to: filePath(cell), protection: c)
             return nil
         case .filesRead: return try domain.files.read(filePath(cell))
         case .filesReadStream:
             let out = filePath(cell) + ".out"
             let fd = Glibc.open(out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             defer { Glibc.close(fd) }
-            do { try domain.files.read(filePath(cell), into: fd) } catch {
+            do { try domain.files.read(filePath(cell), into: FileDescriptor(rawValue: fd)) } catch {
                 // What reached the output before a failure is returned too: the test requires it to be empty.
                 let partial = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
                 if !partial.isEmpty { throw MatrixError.partialPlaintext(partial.count, error) }
@@ -190,7 +190,7 @@ package struct MatrixFixture {
 
     /// After the cell, with the domain unlocked again: checks that the files hold what the outcome implies.
     /// Returns a description of what is wrong, or nil.
-    package func verify(_ cell: MatrixCell, _ outcome: CellOutcome, read: [UInt8]?) throws -> String? {
+    public func verify(_ cell: MatrixCell, _ outcome: CellOutcome, read: [UInt8]?) throws -> String? {
         let c = cell.protection, p = Self.plaintext(cell), w = Self.written(cell)
         let reads: Set<ProtectedDataEntryPoint> = [.filesRead, .filesReadStream, .filesOpen, .containerRead, .containerOpen, .preferencesRead, .filesUnprotect]
         if outcome == .works, reads.contains(cell.entry), read != p { return "read \(read?.count ?? -1) bytes, not the file's \(p.count)" }
@@ -243,27 +243,27 @@ extension MatrixFixture {
     }
 }
 
-package enum MatrixError: Error, CustomStringConvertible {
+public enum MatrixError: Error, CustomStringConvertible {
     case partialPlaintext(Int, any Error)
-    package var description: String {
+    public var description: String {
         switch self { case .partialPlaintext(let n, let e): "\(n) bytes of plaintext reached the output before the call failed: \(e)" }
     }
 }
 
 /// What a cell's call did, as the test and the worker report it.
-package enum CellResult: Sendable, Equatable {
+public enum CellResult: Sendable, Equatable {
     case worked(read: [UInt8]?)
     case failed(code: String, message: String)
 
     /// The outcome this result shows, or nil when it is neither (another error).
-    package var outcome: CellOutcome? {
+    public var outcome: CellOutcome? {
         switch self {
         case .worked: .works
         case .failed(let code, _): code == "locked" ? .locked : nil
         }
     }
 
-    package init(_ body: () throws -> [UInt8]?) {
+    public init(_ body: () throws -> [UInt8]?) {
         do { self = .worked(read: try body()) } catch let e as ProtectionError {
             self = .failed(code: e.code == .locked ? "locked" : "\(e.code)", message: e.message)
         } catch {
@@ -272,14 +272,14 @@ package enum CellResult: Sendable, Equatable {
     }
 
     /// One line: `worked <hex or ->`, or `failed <code> <message>`.
-    package var line: String {
+    public var line: String {
         switch self {
         case .worked(let r): "worked " + (r.map { $0.map { String(format: "%02x", $0) }.joined() } ?? "-")
         case .failed(let code, let message): "failed \(code) \(message.replacingOccurrences(of: "\n", with: " "))"
         }
     }
 
-    package init?(line: String) {
+    public init?(line: String) {
         let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
         switch parts.first {
         case "worked" where parts.count == 2:

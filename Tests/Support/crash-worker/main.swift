@@ -8,9 +8,8 @@
 // With CRASH_KILL_AFTER=N, `run` raises SIGKILL on itself right after its Nth
 // disk-changing I/O call (see KillingIO). Every line goes out with write(2), so
 // what was printed before the kill is in the pipe.
-import SystemLayer
-import CrashScenarios
-import DataProtection
+@_spi(Testing) import CrashScenarios
+@_spi(Testing) import DataProtection
 import Synchronization
 
 #if canImport(Glibc)

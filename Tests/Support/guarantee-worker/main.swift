@@ -4,7 +4,7 @@
 // the session keyring it inherited), runs the cell's driver and prints `RESULT <line>`. With TIMING
 // locked-while-open it prints `OPENED` when the lock should happen: after a handle's open (it then waits for a line on
 // standard input), or inside a whole-file call once its key was obtained (it then waits for the lock to begin).
-import DataProtection
+@_spi(Testing) import DataProtection
 import Foundation
 import GuaranteeMatrix
 import Synchronization
