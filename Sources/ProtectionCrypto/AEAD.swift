@@ -101,7 +101,8 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
     /// Inlinable so that callers in other modules are specialized: unspecialized, the temporary allocation's
     /// `Result<R, E>` metadata was looked up at run time on every call (about 1,100 instructions per small-file open).
     /// - Parameter sharingSubkeys: false for a session whose subkey no later session will need (it then neither
-    ///   looks in the key's cache nor publishes to it). Only speed depends on it.
+    ///   looks in the key's cache nor publishes to it, and keys an OpenSSL context of its own, freed when it ends:
+    ///   a small file's only chunk, opened once at open, skips the shared entry). Only speed depends on it.
     @inlinable @inline(__always)
     public borrowing func withSession<R, E: Error>(sharingSubkeys: Bool = true, _ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
         try state.withUnsafeBytes { (k) throws(E) -> R in

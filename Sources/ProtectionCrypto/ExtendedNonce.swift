@@ -84,6 +84,10 @@ public struct AEADSession: ~Copyable {
     @usableFromInline var heldFrom: GCMContexts?
     /// Whether the scratch received a subkey (and must be wiped when the session ends).
     @usableFromInline var derived = false
+    /// A session that shares no subkeys (`cache` nil): the context of the subkey it derived last, its own, freed
+    /// (zeroed) when the session moves to another key nonce or ends, and that key nonce.
+    @usableFromInline var own: OpaquePointer?
+    @usableFromInline var ownKeyNonce: (UInt64, UInt32) = (0, 0)
 
     @usableFromInline static let scratchSize = 32
 
@@ -98,6 +102,7 @@ public struct AEADSession: ~Copyable {
 
     deinit {
         if let held, let heldFrom { heldFrom.give(held) }
+        if let own { GCMContexts.free(own) }
     }
 
     /// Zeroes a session's scratch (after a session that derived a subkey into it).
@@ -125,8 +130,21 @@ public struct AEADSession: ~Copyable {
             entry = e
             return (context(of: e.contexts), n2)
         }
+        let keyNonce = (nonce.loadUnaligned(as: UInt64.self), nonce.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+        if cache == nil, let own, ownKeyNonce == keyNonce { return (own, n2) }
         derived = true
         AEADNonceMode.deriveSubkey(into: scratch, master: key, keyNonce: nonce)
+        if cache == nil {
+            // Nobody else will want this subkey (a small file's only chunk, read once at open): one context of the
+            // session's own, without a shared entry, its lock and a kept copy of the key.
+            let made = GCMContexts.context(keyedWith: scratch)
+            wipeMemory(UnsafeMutableRawBufferPointer(start: scratch, count: AEADCipher.keySize))
+            guard let made else { fatalError("cannot schedule an AES-256-GCM subkey: OpenSSL is out of memory") }
+            if let own { GCMContexts.free(own) }
+            own = made
+            ownKeyNonce = keyNonce
+            return (made, n2)
+        }
         let made = Result { () throws(CryptoError) in try ExpandedSubkey(key: scratch, keyNonce: nonce) }
         wipeMemory(UnsafeMutableRawBufferPointer(start: scratch, count: AEADCipher.keySize))
         guard case .success(let e) = made else { fatalError("cannot schedule an AES-256-GCM subkey: out of memory") }

@@ -48,7 +48,7 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     }
 
     deinit {
-        for c in idle { EVP_CIPHER_CTX_free(c) }  // each cleansed before it is freed; every session gave its context back
+        for c in idle { Self.free(c) }  // each cleansed before it is freed; every session gave its context back
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
     }
@@ -58,6 +58,15 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
         guard let cipher else { return nil }
         return dp_gcm_new(cipher, key.assumingMemoryBound(to: UInt8.self), vectorLevel)
     }
+
+    /// A context of one session's own, keyed with the 32-byte AES key at `key` (the caller wipes it), outside any
+    /// pool; nil when OpenSSL cannot make one. Free it with `free`.
+    @usableFromInline
+    static func context(keyedWith key: UnsafeRawPointer) -> OpaquePointer? { context(key) }
+
+    /// Frees a context from `context(keyedWith:)`, zeroing it first (`EVP_CIPHER_CTX_free`).
+    @usableFromInline
+    static func free(_ c: OpaquePointer) { EVP_CIPHER_CTX_free(c) }
 
     /// A context under this key for one session's exclusive use, until `give`.
     @usableFromInline

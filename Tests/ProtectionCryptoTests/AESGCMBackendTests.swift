@@ -67,15 +67,20 @@ final class AESGCMBackendTests: XCTestCase {
         print("AES-256-GCM backend against libsodium: 300 random keys, nonces and sizes, \(bytesChecked) bytes, identical and mutually opened")
     }
 
-    /// Extended nonces: each chunk is AES-256-GCM under the subkey of its key nonce, as libsodium computes it.
+    /// Extended nonces: each chunk is AES-256-GCM under the subkey of its key nonce, as libsodium computes it, in a
+    /// session that shares its subkeys through the key and in one that keeps its own (a small file's open).
     func testExtendedNoncesMatchLibsodiumUnderTheSubkey() throws {
         try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
+        for sharing in [true, false] { try checkExtended(sharingSubkeys: sharing) }
+    }
+
+    func checkExtended(sharingSubkeys: Bool) throws {
         let master = try SecretBytes.random(count: 32)
         let aead = try AEADKey(.aes256gcm, key: try master.duplicate(), nonceMode: .extended, sealsPerKeyNonce: 4)  // a new key nonce every 4 seals
         var nonces = [UInt8](repeating: 0, count: 24 * 20)
         try nonces.withUnsafeMutableBytes { try aead.fillNonces($0.baseAddress!, count: 20, stride: 24) }
         let ad = bytes(9)
-        try aead.withSession { (s) throws(CryptoError) in
+        try aead.withSession(sharingSubkeys: sharingSubkeys) { (s) throws(CryptoError) in
             for i in 0..<20 {
                 let nonce = Array(nonces[i * 24..<(i + 1) * 24]), plain = bytes(size())
                 var ours = plain, ourTag = [UInt8](repeating: 0, count: 16)
@@ -87,8 +92,8 @@ final class AESGCMBackendTests: XCTestCase {
                 Array(nonce[12...]).withUnsafeBytes { n in ad.withUnsafeBytes { a in plain.withUnsafeBytes { p in theirs.withUnsafeMutableBytes { c in theirTag.withUnsafeMutableBytes { t in
                     ReferenceAESGCM.seal(key: sub, nonce: n, ad: a, plaintext: p, into: c, tag: t)
                 } } } } }
-                XCTAssertEqual(ours, theirs, "seal \(i): ciphertext differs")
-                XCTAssertEqual(ourTag, theirTag, "seal \(i): tag differs")
+                XCTAssertEqual(ours, theirs, "seal \(i), sharing subkeys \(sharingSubkeys): ciphertext differs")
+                XCTAssertEqual(ourTag, theirTag, "seal \(i), sharing subkeys \(sharingSubkeys): tag differs")
             }
         }
     }
