@@ -64,7 +64,8 @@ public enum AEADNonceMode: Sendable, Equatable {
 /// (the `AEADKey`'s own, or with extended nonces the message's subkey's) and gives it back when it moves to another
 /// subkey or ends. For extended nonces it finds each message's subkey in this order: the entry of the key's
 /// `ExtendedKeyState` it holds, the cache's latest entry; only then does it derive the subkey (into the stack
-/// scratch, zeroed at once), schedule it into a new entry and publish that to the cache. Nothing a session holds
+/// scratch, zeroed at once), schedule it into a new entry and publish that to the cache; a session that shares no
+/// subkeys instead keys one context of its own for the key nonce it met last. Nothing a session holds
 /// outlives it except what the cache holds, which goes with the `AEADKey` (dropped under the handle's lock, which
 /// every session runs inside, so a lock leaves no subkey behind).
 public struct AEADSession: ~Copyable {
