@@ -50,6 +50,10 @@ let package = Package(
         .systemLibrary(
             name: "CSodium", pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]),
+        // OpenSSL 3's libcrypto: the chunk cipher's AES-256-GCM (issue 23; ProtectionCrypto is its only importer).
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]),
         .systemLibrary(
             name: "CKeyutils", pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]),
@@ -64,8 +68,8 @@ let package = Package(
             dependencies: ["CShims", "PathSyntax", .product(name: "SystemPackage", package: "swift-system")],
             exclude: ["README.md"]),
 
-        // The only importer of libsodium.
-        .target(name: "ProtectionCrypto", dependencies: ["CSodium", "Locking"], exclude: ["README.md"]),
+        // The only importer of libsodium, and of OpenSSL's libcrypto (the AES-256-GCM chunk cipher).
+        .target(name: "ProtectionCrypto", dependencies: ["CSodium", "COpenSSL", "Locking"], exclude: ["README.md"]),
         // Typed Swift over libkeyutils.
         .target(
             name: "KernelKeyring",

@@ -31,6 +31,8 @@ let package = Package(
         .package(name: "swift-data-protection", path: "../"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.0", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // A bulk-AEAD candidate (issue 23), measured by dp-aead only: BoringSSL's AES-GCM behind Crypto.AES.GCM.
+        .package(url: "https://github.com/apple/swift-crypto", exact: "4.5.2"),
     ],
     targets: [
         benchmarkTarget("CoordinationBenchmarks", [library("FileCoordination")]),
@@ -53,6 +55,9 @@ let package = Package(
         .systemLibrary(name: "BaselineSodium", path: "Drivers/BaselineSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(
             name: "BaselineKeyutils", path: "Drivers/BaselineKeyutils", pkgConfig: "libkeyutils", providers: [.apt(["libkeyutils-dev"])]),
+        .systemLibrary(name: "BaselineOpenSSL", path: "Drivers/BaselineOpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // AES-256-GCM seal and open in memory, one core: libsodium, swift-crypto (BoringSSL), OpenSSL 3.0; key residue.
+        driver("dp-aead", [library("ProtectionCrypto"), "BaselineOpenSSL", "BaselineSodium", .product(name: "Crypto", package: "swift-crypto")]),
         // Throughput against raw libsodium, small files, appends, random reads, seal cost, the peers' file operations.
         driver("dp-bench", [library("DataProtection"), library("ProtectionCrypto"), "BaselineSodium"]),
         // Unlock, key fetch per open, passphrase change at 10 vs 10,000 files, rotation, random writes.

@@ -18,11 +18,12 @@ public enum AEADCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     @inline(__always)
     public var overhead: Int { nonceSize + Self.tagSize }
 
-    /// Whether libsodium can run this cipher on this CPU (`crypto_aead_aes256gcm_is_available`).
+    /// Whether this cipher runs on this CPU: AES-256-GCM only with AES-NI and PCLMUL (`crypto_aead_aes256gcm_is_available`,
+    /// so that OpenSSL runs its constant-time hardware path) and OpenSSL's libcrypto providing it.
     public var isAvailable: Bool {
         switch self {
         case .xchacha20poly1305: return Sodium.ready
-        case .aes256gcm: return Sodium.ready && crypto_aead_aes256gcm_is_available() == 1
+        case .aes256gcm: return Sodium.ready && crypto_aead_aes256gcm_is_available() == 1 && GCMContexts.isAvailable
         }
     }
 
@@ -32,24 +33,25 @@ public enum AEADCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     public var description: String { self == .aes256gcm ? "AES-256-GCM" : "XChaCha20-Poly1305" }
 }
 
-/// A 256-bit AEAD key, ready to seal and open, with AES-GCM's expanded key precomputed.
+/// A 256-bit AEAD key, ready to seal and open, with AES-GCM's key schedule precomputed.
 ///
-/// For AES-256-GCM with direct nonces the key schedule and GHASH tables are
-/// computed once (`crypto_aead_aes256gcm_beforenm`) into locked memory, so each
+/// AES-256-GCM runs on OpenSSL's libcrypto (`GCMContexts`), XChaCha20-Poly1305 on libsodium. For AES-256-GCM with
+/// direct nonces the key is scheduled once into an OpenSSL context (copied per thread that seals at once), so each
 /// message pays only for the cipher itself. With extended nonces
 /// (`AEADNonceMode.extended`) the key is a master key and each nonce selects a
 /// subkey: the key numbers its seals under one key nonce (`fillNonces`) and
-/// keeps the expanded state of the subkey it used last (`ExtendedKeyState`, locked
-/// memory, zeroed when the key goes), so it derives a subkey only when the key
+/// keeps the scheduled contexts of the subkey it used last (`ExtendedKeyState`,
+/// cleansed when the key goes), so it derives a subkey only when the key
 /// nonce changes. Sealing and opening only read the key state, so one `AEADKey`
-/// may be used from several threads at once (each thread in its own session).
+/// may be used from several threads at once (each thread in its own session, with a context of its own).
 public struct AEADKey: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: state is immutable after init and libsodium's
-    // *_afternm / detached calls only read it; sessions keep their own scratch;
-    // the extended-nonce state is a class behind its own lock.
+    // detached calls only read it; sessions keep their own scratch and borrow their own OpenSSL context;
+    // the contexts and the extended-nonce state are classes behind their own locks.
     public let cipher: AEADCipher
     public let nonceMode: AEADNonceMode
-    @usableFromInline let state: SecretBytes  // raw key (XChaCha, extended AES-GCM) or expanded state (direct AES-GCM)
+    @usableFromInline let state: SecretBytes  // the raw key
+    @usableFromInline let contexts: GCMContexts?  // direct AES-GCM: the key scheduled for OpenSSL
     @usableFromInline let extended: ExtendedKeyState?  // extended nonces: the numbering of its seals, its last subkey
 
     /// Nonce length in bytes: the cipher's, or 24 for extended nonces.
@@ -78,54 +80,38 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
             throw CryptoError(.invalidLength, "an AEAD key must be \(AEADCipher.keySize) bytes, got \(key.count)")
         }
         guard cipher.isAvailable else {
-            throw CryptoError(.unsupportedCipher, "\(cipher) is not supported on this CPU (libsodium needs AES-NI and PCLMUL); use XChaCha20-Poly1305")
+            throw CryptoError(.unsupportedCipher, "\(cipher) is not supported on this CPU (it needs AES-NI and PCLMUL, and OpenSSL's libcrypto); use XChaCha20-Poly1305")
         }
         guard nonceMode == .direct || cipher == .aes256gcm else {
             throw CryptoError(.unsupportedCipher, "extended nonces are defined for AES-256-GCM only; \(cipher) already takes 24-byte nonces")
         }
-        let prepared = try Self.prepare(cipher, nonceMode, key: key)
+        self.contexts = cipher == .aes256gcm && nonceMode == .direct ? try key.withUnsafeBytes { (k) throws(CryptoError) in try GCMContexts(key: k.baseAddress!) } : nil
         self.cipher = cipher
         self.nonceMode = nonceMode
-        self.state = prepared
+        self.state = key
         self.extended = nonceMode == .extended ? ExtendedKeyState(limit: sealsPerKeyNonce) : nil
-    }
-
-    /// The key as the cipher uses it: itself, or (direct AES-256-GCM) its expanded state, the key then zeroed.
-    private static func prepare(_ cipher: AEADCipher, _ mode: AEADNonceMode, key: consuming SecretBytes) throws(CryptoError) -> SecretBytes {
-        guard cipher == .aes256gcm, mode == .direct else { return key }
-        var st = try SecretBytes(zeroedCount: crypto_aead_aes256gcm_statebytes())
-        st.withUnsafeMutableBytes { s in
-            key.withUnsafeBytes { k in
-                _ = crypto_aead_aes256gcm_beforenm(
-                    s.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self),
-                    k.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
-        }
-        return st
     }
 
     /// Runs `body` with a session that seals and opens under this key.
     ///
-    /// With extended nonces the session takes each message's subkey from the
-    /// key's cache or derives it (on the stack, zeroed when `body` returns) and
-    /// publishes it to the cache (see `AEADSession`). Use one session per
-    /// thread; it must not escape `body`.
+    /// The session borrows an OpenSSL context of the key (AES-256-GCM) and gives it back when `body` returns. With
+    /// extended nonces it takes each message's subkey from the key's cache or derives it (on the stack, zeroed at once)
+    /// and publishes it to the cache (see `AEADSession`). Use one session per thread; it must not escape `body`.
     ///
     /// Inlinable so that callers in other modules are specialized: unspecialized, the temporary allocation's
     /// `Result<R, E>` metadata was looked up at run time on every call (about 1,100 instructions per small-file open).
     /// - Parameter sharingSubkeys: false for a session whose subkey no later session will need (it then neither
-    ///   looks in the key's cache nor publishes to it: a small file's only chunk, opened once at open, costs no
-    ///   locked-memory copy). Only speed depends on it.
+    ///   looks in the key's cache nor publishes to it, and keys an OpenSSL context of its own, freed when it ends:
+    ///   a small file's only chunk, opened once at open, skips the shared entry). Only speed depends on it.
     @inlinable @inline(__always)
     public borrowing func withSession<R, E: Error>(sharingSubkeys: Bool = true, _ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {
         try state.withUnsafeBytes { (k) throws(E) -> R in
             guard let extended else {
-                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: nil, cache: nil)
+                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: nil, cache: nil, contexts: contexts)
                 return try body(&session)
             }
             return try withUnsafeTemporaryAllocation(byteCount: AEADSession.scratchSize, alignment: 16) { (scratch) throws(E) -> R in
-                scratch.storeBytes(of: 0, toByteOffset: AEADSession.validAt, as: UInt8.self)  // nothing derived yet
-                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!, cache: sharingSubkeys ? extended : nil)
+                var session = AEADSession(cipher: cipher, key: k.baseAddress!, scratch: scratch.baseAddress!, cache: sharingSubkeys ? extended : nil, contexts: nil)
                 // Only a session that derived a subkey wrote key material there (a cached one costs no wipe).
                 defer { if session.derived { AEADSession.wipe(scratch) } }
                 return try body(&session)

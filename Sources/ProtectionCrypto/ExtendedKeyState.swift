@@ -1,21 +1,20 @@
-internal import CSodium
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The expanded AES-GCM state of one extended-nonce subkey (`crypto_aead_aes256gcm_beforenm`), immutable once built.
+/// One extended-nonce subkey, scheduled for AES-256-GCM (`GCMContexts`), immutable once built.
 ///
-/// The state lives in `SecretBytes` (a `SecurePool` slot: locked memory, zeroed when the last reference goes).
+/// The subkey's bytes are not kept: only its contexts (OpenSSL, cleansed when freed), which go with the last reference.
 @usableFromInline
 final class ExpandedSubkey: Sendable {
     /// The key nonce that selects the subkey (public: it is written beside every chunk sealed under it).
     private let keyNonce: (UInt64, UInt32)
-    let state: SecretBytes
+    let contexts: GCMContexts
 
-    /// Copies the expanded state at `state` (`crypto_aead_aes256gcm_statebytes()` bytes) of the subkey of `keyNonce`.
-    /// - Throws: `.outOfMemory` when no locked memory is left.
-    init(copying state: UnsafeRawPointer, keyNonce: UnsafeRawPointer) throws(CryptoError) {
-        self.state = try SecretBytes(copying: UnsafeRawBufferPointer(start: state, count: crypto_aead_aes256gcm_statebytes()))
+    /// Schedules the 32-byte subkey at `key` (the caller wipes it) of `keyNonce`.
+    /// - Throws: `.outOfMemory` when OpenSSL cannot allocate the context.
+    init(key: UnsafeRawPointer, keyNonce: UnsafeRawPointer) throws(CryptoError) {
+        self.contexts = try GCMContexts(key: key)
         self.keyNonce = Self.keyNonce(keyNonce)
     }
 
@@ -26,12 +25,6 @@ final class ExpandedSubkey: Sendable {
     @inline(__always)
     private static func keyNonce(_ p: UnsafeRawPointer) -> (UInt64, UInt32) {
         (p.loadUnaligned(as: UInt64.self), p.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
-    }
-
-    /// Calls `body` with the expanded state; libsodium's `*_afternm` calls only read it, so threads may share it.
-    @inline(__always)
-    func withState<R>(_ body: (UnsafeMutablePointer<crypto_aead_aes256gcm_state>) -> R) -> R {
-        state.withUnsafeBytes { body(UnsafeMutablePointer(mutating: $0.baseAddress!.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))) }
     }
 }
 
@@ -50,10 +43,10 @@ final class ExpandedSubkey: Sendable {
 /// the most AES-GCM invocations NIST SP 800-38D allows under one key.
 ///
 /// **The last subkey.** A file written in one session has one key nonce, so every later read or append of it finds
-/// its subkey here instead of deriving it again (one BLAKE2b and one AES key expansion, about 0.25 µs). An entry is
+/// its subkey here instead of deriving it again (one BLAKE2b and one OpenSSL context keyed, about 1.1 µs). An entry is
 /// never changed: a session that meets another key nonce derives that subkey and swaps in a new entry under the lock,
 /// while a session on another thread may go on using the old one, which it holds. The state goes with its key (the
-/// handle's keys, dropped on close and on a lock), and the last reference to an entry zeroes its state.
+/// handle's keys, dropped on close and on a lock), and the last reference to an entry cleanses its contexts.
 ///
 /// One object and one mutex per key, because every protected-file handle makes a key: a small file's open pays for
 /// these allocations once. A bare pthread mutex rather than `Locked` (one allocation fewer, and no generic
@@ -116,15 +109,12 @@ final class ExtendedKeyState: @unchecked Sendable {  // every var below is read 
         return latest
     }
 
-    /// Publishes a copy of the expanded state at `state` for `keyNonce` and returns it; nil when locked memory runs
-    /// out (the caller then keeps using its own copy).
-    func publish(copying state: UnsafeRawPointer, keyNonce: UnsafeRawPointer) -> ExpandedSubkey? {
-        guard let entry = try? ExpandedSubkey(copying: state, keyNonce: keyNonce) else { return nil }
+    /// Publishes `entry` as the most recent subkey (sessions that hold the one it replaces keep it until they end).
+    func publish(_ entry: ExpandedSubkey) {
         pthread_mutex_lock(mutex)
         let replaced = latest
         latest = entry
         pthread_mutex_unlock(mutex)
-        _ = replaced  // released (and its state zeroed) here, outside the lock, unless a session still holds it
-        return entry
+        _ = replaced  // released (and its contexts cleansed) here, outside the lock, unless a session still holds it
     }
 }

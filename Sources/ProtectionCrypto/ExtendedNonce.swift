@@ -15,8 +15,8 @@ public enum AEADNonceMode: Sendable, Equatable {
     /// 2^64 messages, the bound of XChaCha20-Poly1305 (FORMAT.md §7). The construction follows C2SP's
     /// XAES-256-GCM (a 24-byte nonce whose first half derives the key), with keyed BLAKE2b, libsodium's own KDF
     /// (`crypto_kdf_derive_from_key` with a 12-byte identifier instead of 8), in place of AES-CMAC, which
-    /// libsodium does not expose. Cost: one BLAKE2b compression and one AES key expansion per key nonce
-    /// (about 0.25 µs here, against 2.3 µs to seal 4 KiB). A key numbers its seals under one key nonce for up
+    /// libsodium does not expose. Cost: one BLAKE2b compression and one OpenSSL context keyed per key nonce
+    /// (about 1.1 µs here, mostly OpenSSL's context set-up, against 1.3 µs to seal 4 KiB; `dp-bench seal-cost`). A key numbers its seals under one key nonce for up
     /// to 2^32 seals (`KeyNonceSequence`), and keeps the last subkey's expanded state (`SubkeyCache`), so a
     /// writer derives once per session and a reader of a file written in one session once per handle.
     case extended
@@ -60,69 +60,98 @@ public enum AEADNonceMode: Sendable, Equatable {
 
 /// Seals and opens under one `AEADKey` on one thread (see `AEADKey.withSession`).
 ///
-/// For extended nonces it finds the expanded state of each message's subkey in
-/// this order: the entry of the key's `ExtendedKeyState` it holds, its own stack
-/// scratch (zeroed by `withSession` when the session ends, if it derived), the cache's latest
-/// entry; only then does it derive and expand the subkey, into the scratch, and
-/// publish a copy to the cache. Nothing a session holds outlives it except what
-/// the cache holds, which goes with the `AEADKey` (dropped under the handle's
-/// lock, which every session runs inside, so a lock leaves no subkey behind).
-/// libsodium's one-shot AES-GCM calls keep their expanded key on the stack and
-/// zero it the same way.
+/// AES-256-GCM runs on OpenSSL contexts (`GCMContexts`): the session borrows one context of the key it seals under
+/// (the `AEADKey`'s own, or with extended nonces the message's subkey's) and gives it back when it moves to another
+/// subkey or ends. For extended nonces it finds each message's subkey in this order: the entry of the key's
+/// `ExtendedKeyState` it holds, the cache's latest entry; only then does it derive the subkey (into the stack
+/// scratch, zeroed at once), schedule it into a new entry and publish that to the cache; a session that shares no
+/// subkeys instead keys one context of its own for the key nonce it met last. Nothing a session holds
+/// outlives it except what the cache holds, which goes with the `AEADKey` (dropped under the handle's lock, which
+/// every session runs inside, so a lock leaves no subkey behind).
 public struct AEADSession: ~Copyable {
     @usableFromInline let cipher: AEADCipher
-    /// The `AEADKey`'s state: raw key (XChaCha, extended AES-GCM) or expanded state (direct AES-GCM).
+    /// The `AEADKey`'s raw key: the key (XChaCha), or the master of the subkeys (extended AES-GCM); unused for direct AES-GCM.
     @usableFromInline let key: UnsafeRawPointer
-    /// Extended nonces only: [0..<512) expanded subkey, [512..<524) its key nonce, [524] 1 once set, [528..<560) subkey.
+    /// Extended nonces only: 32 bytes for a subkey while it is scheduled.
     @usableFromInline let scratch: UnsafeMutableRawPointer?
     /// Extended nonces only: the key's state, which holds its last subkey.
     @usableFromInline let cache: ExtendedKeyState?
-    /// The cache entry this session last used (kept alive while the session may still use it).
+    /// Direct AES-GCM only: the key's contexts.
+    @usableFromInline let contexts: GCMContexts?
+    /// The subkey entry this session last used (kept alive while the session may still use it).
     @usableFromInline var entry: ExpandedSubkey?
+    /// The context this session borrowed, and the contexts it came from (given back on a change of key and at the end).
+    @usableFromInline var held: OpaquePointer?
+    @usableFromInline var heldFrom: GCMContexts?
     /// Whether the scratch received a subkey (and must be wiped when the session ends).
     @usableFromInline var derived = false
+    /// A session that shares no subkeys (`cache` nil): the context of the subkey it derived last, its own, freed
+    /// (zeroed) when the session moves to another key nonce or ends, and that key nonce.
+    @usableFromInline var own: OpaquePointer?
+    @usableFromInline var ownKeyNonce: (UInt64, UInt32) = (0, 0)
 
-    @usableFromInline static let scratchSize = 576
-    @usableFromInline static let validAt = 524
-    private static let keyNonceAt = 512, subkeyAt = 528
+    @usableFromInline static let scratchSize = 32
 
     @usableFromInline
-    init(cipher: AEADCipher, key: UnsafeRawPointer, scratch: UnsafeMutableRawPointer?, cache: ExtendedKeyState?) {
+    init(cipher: AEADCipher, key: UnsafeRawPointer, scratch: UnsafeMutableRawPointer?, cache: ExtendedKeyState?, contexts: GCMContexts?) {
         self.cipher = cipher
         self.key = key
         self.scratch = scratch
         self.cache = cache
+        self.contexts = contexts
+    }
+
+    deinit {
+        if let held, let heldFrom { heldFrom.give(held) }
+        if let own { GCMContexts.free(own) }
     }
 
     /// Zeroes a session's scratch (after a session that derived a subkey into it).
     @usableFromInline
     static func wipe(_ scratch: UnsafeMutableRawBufferPointer) { wipeMemory(scratch) }
 
-    /// Calls `body` with the AES-GCM state and the cipher nonce for `nonce`: the key's own, or (extended) the subkey's.
+    /// A context of `from` for this session: the one it holds, or one borrowed (giving back the one it held).
     @inline(__always)
-    private mutating func withAESState<R>(_ nonce: UnsafeRawPointer, _ body: (UnsafeMutablePointer<crypto_aead_aes256gcm_state>, UnsafePointer<UInt8>) -> R) -> R {
-        guard let scratch else {
-            return body(UnsafeMutablePointer(mutating: key.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self)), nonce.assumingMemoryBound(to: UInt8.self))
+    private mutating func context(of from: GCMContexts) -> OpaquePointer {
+        if let held, heldFrom === from { return held }
+        if let held, let heldFrom { heldFrom.give(held) }
+        let c = from.take()
+        held = c
+        heldFrom = from
+        return c
+    }
+
+    /// The AES-GCM context and the 12-byte cipher nonce for `nonce`: the key's own, or (extended) the subkey's.
+    @inline(__always)
+    private mutating func aesContext(_ nonce: UnsafeRawPointer) -> (OpaquePointer, UnsafePointer<UInt8>) {
+        guard let scratch else { return (context(of: contexts!), nonce.assumingMemoryBound(to: UInt8.self)) }
+        let n2 = (nonce + AEADNonceMode.keyNonceSize).assumingMemoryBound(to: UInt8.self)
+        if let e = entry, e.belongs(to: nonce) { return (context(of: e.contexts), n2) }
+        if let e = cache?.current, e.belongs(to: nonce) {
+            entry = e
+            return (context(of: e.contexts), n2)
         }
-        let n1 = AEADNonceMode.keyNonceSize
-        let n2 = (nonce + n1).assumingMemoryBound(to: UInt8.self)
-        if let e = entry, e.belongs(to: nonce) { return e.withState { body($0, n2) } }
-        let st = scratch.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self)
-        if scratch.load(fromByteOffset: Self.validAt, as: UInt8.self) == 0 || sodium_memcmp(scratch + Self.keyNonceAt, nonce, n1) != 0 {
-            if let e = cache?.current, e.belongs(to: nonce) {
-                entry = e
-                return e.withState { body($0, n2) }
-            }
-            derived = true
-            let sub = scratch + Self.subkeyAt
-            AEADNonceMode.deriveSubkey(into: sub, master: key, keyNonce: nonce)
-            _ = crypto_aead_aes256gcm_beforenm(st, sub.assumingMemoryBound(to: UInt8.self))
-            sodium_memzero(sub, AEADCipher.keySize)
-            (scratch + Self.keyNonceAt).copyMemory(from: nonce, byteCount: n1)
-            scratch.storeBytes(of: 1, toByteOffset: Self.validAt, as: UInt8.self)
-            entry = cache?.publish(copying: scratch, keyNonce: nonce)
+        let keyNonce = (nonce.loadUnaligned(as: UInt64.self), nonce.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+        if cache == nil, let own, ownKeyNonce == keyNonce { return (own, n2) }
+        derived = true
+        AEADNonceMode.deriveSubkey(into: scratch, master: key, keyNonce: nonce)
+        if cache == nil {
+            // Nobody else will want this subkey (a small file's only chunk, read once at open): one context of the
+            // session's own, without a shared entry, its lock and a kept copy of the key.
+            let made = GCMContexts.context(keyedWith: scratch)
+            wipeMemory(UnsafeMutableRawBufferPointer(start: scratch, count: AEADCipher.keySize))
+            guard let made else { fatalError("cannot schedule an AES-256-GCM subkey: OpenSSL is out of memory") }
+            if let own { GCMContexts.free(own) }
+            own = made
+            ownKeyNonce = keyNonce
+            return (made, n2)
         }
-        return body(st, n2)
+        let made = Result { () throws(CryptoError) in try ExpandedSubkey(key: scratch, keyNonce: nonce) }
+        wipeMemory(UnsafeMutableRawBufferPointer(start: scratch, count: AEADCipher.keySize))
+        guard case .success(let e) = made else { fatalError("cannot schedule an AES-256-GCM subkey: out of memory") }
+        entry = e
+        cache?.publish(e)
+        return (context(of: e.contexts), n2)
     }
 
     /// Encrypts `count` bytes from `input` into `output` (which may equal `input`) and writes the tag (see `AEADKey.seal`).
@@ -137,7 +166,8 @@ public struct AEADSession: ~Copyable {
         let t = tag.assumingMemoryBound(to: UInt8.self)
         switch cipher {
         case .aes256gcm:
-            withAESState(nonce) { st, n in _ = crypto_aead_aes256gcm_encrypt_detached_afternm(c, t, nil, m, UInt64(count), a, UInt64(ad.count), nil, n, st) }
+            let (ctx, n) = aesContext(nonce)
+            GCMContexts.seal(ctx, c, t, m, count, a, ad.count, n)
         case .xchacha20poly1305:
             _ = crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
                 c, t, nil, m, UInt64(count), a, UInt64(ad.count), nil, nonce.assumingMemoryBound(to: UInt8.self), key.assumingMemoryBound(to: UInt8.self))
@@ -155,15 +185,16 @@ public struct AEADSession: ~Copyable {
         let m = output.assumingMemoryBound(to: UInt8.self)
         let a = ad.baseAddress?.assumingMemoryBound(to: UInt8.self)
         let t = tag.assumingMemoryBound(to: UInt8.self)
-        let rc: Int32
+        let ok: Bool
         switch cipher {
         case .aes256gcm:
-            rc = withAESState(nonce) { st, n in crypto_aead_aes256gcm_decrypt_detached_afternm(m, nil, c, UInt64(count), t, a, UInt64(ad.count), n, st) }
+            let (ctx, n) = aesContext(nonce)
+            ok = GCMContexts.open(ctx, m, c, count, t, a, ad.count, n)
         case .xchacha20poly1305:
-            rc = crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
-                m, nil, c, UInt64(count), t, a, UInt64(ad.count), nonce.assumingMemoryBound(to: UInt8.self), key.assumingMemoryBound(to: UInt8.self))
+            ok = crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
+                m, nil, c, UInt64(count), t, a, UInt64(ad.count), nonce.assumingMemoryBound(to: UInt8.self), key.assumingMemoryBound(to: UInt8.self)) == 0
         }
-        guard rc == 0 else {
+        guard ok else {
             if count > 0 { sodium_memzero(m, count) }
             throw CryptoError(.authenticationFailed, "authentication failed: the data, its nonce, its associated data or the key is wrong")
         }

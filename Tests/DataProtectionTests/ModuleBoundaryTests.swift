@@ -30,6 +30,35 @@ final class ModuleBoundaryTests: XCTestCase {
         XCTAssertEqual(offenders, [], "only SystemLayer may import CShims: add a typed wrapper there and call that")
     }
 
+    /// The crypto libraries stay fenced in ProtectionCrypto: no other shipped module lists or imports libsodium (`CSodium`)
+    /// or OpenSSL's libcrypto (`COpenSSL`), and inside ProtectionCrypto only `GCMContexts.swift` imports libcrypto, so no
+    /// OpenSSL type reaches another file, let alone a public signature.
+    func testOnlyProtectionCryptoImportsTheCryptoLibraries() throws {
+        let manifest = try PackageManifest(contentsOf: Self.packageRoot.appendingPathComponent("Package.swift"))
+        let shipped = manifest.shippedTargets()
+        XCTAssertTrue(shipped.isSuperset(of: ["ProtectionCrypto", "DataProtection", "COpenSSL", "CSodium"]), "Package.swift parsed wrongly: \(shipped.sorted())")
+        var offenders: [String] = []
+        var files = 0
+        for name in shipped.sorted() where !["CSodium", "COpenSSL"].contains(name) {
+            let target = try XCTUnwrap(manifest.targets[name])
+            for library in ["CSodium", "COpenSSL"] where name != "ProtectionCrypto" && target.dependencies.contains(library) {
+                offenders.append("Package.swift: target '\(name)' depends on \(library)")
+            }
+            for file in try Self.swiftFiles(in: Self.packageRoot.appendingPathComponent(target.path)) {
+                files += 1
+                let text = try String(contentsOf: file, encoding: .utf8)
+                for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                    let sodium = Self.imports("CSodium", line), openssl = Self.imports("COpenSSL", line)
+                    let allowed = name == "ProtectionCrypto" && (sodium || file.lastPathComponent == "GCMContexts.swift")
+                    if (sodium || openssl) && !allowed { offenders.append("\(file.path.dropFirst(Self.packageRoot.path.count + 1)):\(i + 1)") }
+                }
+            }
+        }
+        print("module boundary: \(shipped.count) shipped modules, \(files) Swift files, \(offenders.count) importing a crypto library outside its fence")
+        XCTAssertGreaterThan(files, 100, "the scan found too few files")
+        XCTAssertEqual(offenders, [], "only ProtectionCrypto imports libsodium, and only its GCMContexts.swift OpenSSL: wrap the call there")
+    }
+
     /// The import check sees every spelling of the import and nothing else.
     func testTheImportCheckRecognisesEverySpelling() {
         for line in ["import CShims", "internal import CShims", "  @_implementationOnly import CShims", "public import CShims // x",
@@ -113,7 +142,10 @@ final class ModuleBoundaryTests: XCTestCase {
         return fileCalls.contains(name) ? name : nil
     }
 
-    static func importsCShims(_ line: Substring) -> Bool {
+    static func importsCShims(_ line: Substring) -> Bool { imports("CShims", line) }
+
+    /// Whether `line` imports `name` (or a declaration of it), in any spelling.
+    static func imports(_ name: String, _ line: Substring) -> Bool {
         let code = line.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let words = code.split(whereSeparator: { $0 == " " || $0 == "\t" })
         guard let at = words.firstIndex(of: "import"), at + 1 < words.count else { return false }
@@ -122,7 +154,7 @@ final class ModuleBoundaryTests: XCTestCase {
         }
         let kinds: Set<Substring> = ["func", "var", "let", "struct", "class", "enum", "protocol", "typealias"]
         let module = kinds.contains(words[at + 1]) && at + 2 < words.count ? words[at + 2] : words[at + 1]
-        return module == "CShims" || module.hasPrefix("CShims.")
+        return module == name || module.hasPrefix(name + ".")
     }
 
     static func swiftFiles(in directory: URL) throws -> [URL] {

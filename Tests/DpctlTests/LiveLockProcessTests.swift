@@ -2,6 +2,7 @@ import Foundation
 import DataProtection
 // @testable: derives per-file content and header keys (FileKeys) to scan worker memory for them; the class key comes from the domain's package-level key store.
 @testable import DataProtectionFiles
+import DataProtectionFormat
 import ExamplePrograms
 import ProtectionCrypto
 import Locking
@@ -166,6 +167,30 @@ final class KeyResidueTests: DpctlTestCase {
         return found
     }
 
+    /// The AES-256 keys that chunks of the protected file at `path` are sealed under: its content key (AES-256-GCM with
+    /// direct nonces) or the subkey of each chunk's key nonce (extended nonces, FORMAT.md §7); none for XChaCha20-Poly1305.
+    func aesKeys(of path: String, content: borrowing SecretBytes) throws -> [[UInt8]] {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let header = try FileHeader.parse(Array(bytes[0..<FileHeader.size]))
+        let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: header.chunkSize, overhead: header.cipher.overhead)
+        switch header.cipher {
+        case .xchacha20poly1305: return []
+        case .aes256gcm: return [content.exposedForTest()]
+        case .aes256gcmExtended:
+            var keys: [[UInt8]] = []
+            var offset = Int(layout.offset(ofChunk: 0))
+            let keyNonce = UnsafeMutableRawBufferPointer.allocate(byteCount: AEADNonceMode.keyNonceSize, alignment: 1)
+            defer { keyNonce.deallocate() }
+            while offset + header.cipher.overhead <= bytes.count {
+                keyNonce.copyBytes(from: bytes[offset..<offset + AEADNonceMode.keyNonceSize])
+                let subkey = try AEADNonceMode.extendedSubkey(of: content, nonce: UnsafeRawBufferPointer(keyNonce)).exposedForTest()
+                if !keys.contains(subkey) { keys.append(subkey) }
+                offset += layout.stride
+            }
+            return keys
+        }
+    }
+
     func testNoKeyOfALockedClassRemainsInAnyWorkerAfterLock() throws {
         _ = try initDomain()
         try ok(["unlock", "--passphrase-file", passphraseFile])
@@ -200,6 +225,9 @@ final class KeyResidueTests: DpctlTestCase {
             let mac = try KeyDerivation.subkey(of: fk, context: FileKeys.headerContext, id: 1)
             derived.append(("content key of \(name)", content.exposedForTest()))
             derived.append(("header key of \(name)", mac.exposedForTest()))
+            for aes in try aesKeys(of: "\(work)/\(name)", content: content) {
+                derived.append(("AES round keys 2–3 of \(name)", AESKeySchedule.roundKeys2And3(of: aes)))
+            }
         }
         needles += derived
 
@@ -207,6 +235,7 @@ final class KeyResidueTests: DpctlTestCase {
         var before = Set<String>()
         for p in workers { before.formUnion(find(needles, in: try memory(of: p.processIdentifier))) }
         XCTAssertGreaterThan(before.filter { $0.hasPrefix("content key") }.count, 0, "the memory scan cannot see keys that are there")
+        XCTAssertGreaterThan(before.filter { $0.hasPrefix("AES round keys") }.count, 0, "the memory scan cannot see the key schedules that are there")
 
         let r = try ok(["lock"])
         var after = Set<String>()

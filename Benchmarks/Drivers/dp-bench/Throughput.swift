@@ -63,23 +63,53 @@ func makeRawLoop() -> RawLoop {
         }
     }
 }
+/// Holds the key the backend loop seals under (a non-copyable key shared by the loop's closure).
+final class KeyBox: Sendable {
+    let key: AEADKey
+    init(_ key: consuming AEADKey) { self.key = key }
+}
+
+/// The library's chunk cipher alone (`AEADKey`, one session per 1 MiB: OpenSSL for AES-256-GCM since issue 23) over a
+/// buffer of its own, as `makeRawLoop`: the backend's raw rate, beside the libsodium yardstick.
+func makeBackendLoop() throws -> RawLoop {
+    let plain = UnsafeMutableRawBufferPointer.allocate(byteCount: bufSize, alignment: 64)
+    let work = UnsafeMutableRawBufferPointer.allocate(byteCount: bufSize, alignment: 64)
+    for i in 0..<bufSize { plain[i] = UInt8(truncatingIfNeeded: i &* 31) }
+    let tags = UnsafeMutableRawPointer.allocate(byteCount: 16 * (bufSize / chunk), alignment: 16)
+    let box = try key.withUnsafeBytes { (k) throws(CryptoError) in try KeyBox(AEADKey(cipher, key: try SecretBytes(copying: k))) }
+    return RawLoop(plain: plain, work: work) { bytes, decrypt in
+        var done = 0
+        while done < bytes {
+            ad.withUnsafeBytes { a in
+                try? box.key.withSession { (s) throws(CryptoError) in
+                    for c in 0..<(bufSize / chunk) {
+                        let m = plain.baseAddress! + c * chunk, out = work.baseAddress! + c * chunk, tag = tags + 16 * c
+                        if decrypt { try s.open(out, count: chunk, into: m, nonce: nonce, ad: a, tag: tag) } else { s.seal(m, count: chunk, into: out, nonce: nonce, ad: a, tag: tag) }
+                    }
+                }
+            }
+            done += bufSize
+        }
+    }
+}
 let loops = [makeRawLoop(), makeRawLoop()]
+let backend = cipher == .aes256gcm ? [try makeBackendLoop(), try makeBackendLoop()] : []
 let plain = loops[0].plain, work = loops[0].work
 // The same seal and in-order writes on two threads with raw libsodium and no library (AES-256-GCM only).
 let pipeline = cipher == .aes256gcm
     ? SealPipeline(source: UnsafeRawBufferPointer(plain), chunk: chunk, state: aesState.assumingMemoryBound(to: crypto_aead_aes256gcm_state.self))
     : nil
 
-/// Raw libsodium on one core: `total` bytes through one loop; GB/s.
-func raw(decrypt: Bool) -> Double {
+/// Raw libsodium (or, given `backend`, the library's cipher) on one core: `total` bytes through one loop; GB/s.
+func raw(decrypt: Bool, _ loops: [RawLoop] = loops) -> Double {
     let t0 = now()
     loops[0].run(total, decrypt)
     return Double(total) / (now() - t0) / 1e9
 }
 
-/// Raw libsodium on both cores at once: half of `total` through each loop, on its own thread; GB/s of the pair.
-/// What two cores can seal (or open) when both are busy: the cipher's share of the two-core ceiling.
-func rawBothCores(decrypt: Bool) -> Double {
+/// Raw libsodium (or the library's cipher) on both cores at once: half of `total` through each loop, on its own
+/// thread; GB/s of the pair. What two cores can seal (or open) when both are busy: the cipher's share of the two-core ceiling.
+func rawBothCores(decrypt: Bool, _ loops: [RawLoop] = loops) -> Double {
     let done = DispatchSemaphore(value: 0)
     let t0 = now()
     nonisolated(unsafe) let second = loops[1]  // used by the thread alone until `done`
@@ -90,7 +120,7 @@ func rawBothCores(decrypt: Bool) -> Double {
 }
 
 // Prime the raw decrypts so the tags they check are the ones sealed from each loop's `plain`.
-for l in loops { l.run(bufSize, false) }
+for l in loops + backend { l.run(bufSize, false) }
 
 let keys = try InMemoryClassKeys.random()
 let files = ProtectedFiles(keys: keys, options: .init(cipher: cipher))
@@ -166,6 +196,12 @@ for round in 0..<rounds {
     r["raw open", default: []].append(raw(decrypt: true))
     r["raw open both", default: []].append(rawBothCores(decrypt: true))
     r["protected read", default: []].append(try protectedRead())
+    if !backend.isEmpty {
+        r["backend seal", default: []].append(raw(decrypt: false, backend))
+        r["backend seal both", default: []].append(rawBothCores(decrypt: false, backend))
+        r["backend open", default: []].append(raw(decrypt: true, backend))
+        r["backend open both", default: []].append(rawBothCores(decrypt: true, backend))
+    }
 }
 var ru = rusage()
 getrusage(RUSAGE_SELF.rawValue, &ru)
@@ -185,6 +221,13 @@ print("""
 \(row("raw libsodium open (1 core)", "raw open", over: "raw open"))
 \(row("protected file read (page cache)", "protected read", over: "raw open"))
 \(row("both cores at once, raw libsodium open, each core its own buffer", "raw open both", over: "raw open"))
+\(backend.isEmpty ? "" : """
+\(row("the library's cipher alone (AEADKey on OpenSSL), seal, 1 core", "backend seal", over: "raw seal"))
+\(row("the library's cipher alone, seal, both cores at once", "backend seal both", over: "raw seal"))
+\(row("the library's cipher alone, open, 1 core", "backend open", over: "raw open"))
+\(row("the library's cipher alone, open, both cores at once", "backend open both", over: "raw open"))
+
+""")\
 
 peak RSS: \(ru.ru_maxrss / 1024) MiB
 """)

@@ -1,7 +1,8 @@
 // dp-bench: the project's measurement drivers (figures in BENCHMARKS.md).
 //
 //   dp-bench throughput [--size-mib 256] [--rounds 7] [--dir /tmp] [--cipher aes|xchacha]
-//       sequential protected-file write/read against raw libsodium, interleaved
+//       sequential protected-file write/read against raw libsodium, interleaved, and (AES-256-GCM) the library's cipher
+//       alone on one core and on both (the backend's raw rate, OpenSSL since issue 23)
 //   dp-bench small-files [--files 2000] [--rounds 5] [--dir /tmp] [--fsync]
 //       N × 4 KiB protected files against plain files, same durability
 //   dp-bench appends [--count 20000] [--bytes 100] [--rounds 7] [--dir /tmp]
