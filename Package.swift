@@ -54,6 +54,9 @@ let package = Package(
         .systemLibrary(
             name: "CKeyutils", pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]),
+        .systemLibrary(
+            name: "CTSS2", pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]),
         .target(name: "CShims"),
         // The one lock type (pthread mutex; ThreadSanitizer sees it, unlike Synchronization.Mutex on Linux).
         .target(name: "Locking", exclude: ["README.md"]),
@@ -67,6 +70,8 @@ let package = Package(
 
         // The only importer of libsodium.
         .target(name: "ProtectionCrypto", dependencies: ["CSodium", "Locking"], exclude: ["README.md"]),
+        // The only importer of tpm2-tss (ESAPI): HMAC keys inside a TPM 2.0, no tss2 type in its API.
+        .target(name: "TPMBinding", dependencies: ["CTSS2", "ProtectionCrypto"], exclude: ["README.md"]),
         // Typed Swift over libkeyutils.
         .target(
             name: "KernelKeyring",
@@ -146,7 +151,7 @@ let package = Package(
             name: "DataProtectionTests",
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionContainers", "DataProtectionFormat", "ProtectionCrypto",
-                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "FuzzHarnesses", rigs("TestSupport"),
+                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", "TPMBinding", "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "FuzzHarnesses", rigs("TestSupport"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.

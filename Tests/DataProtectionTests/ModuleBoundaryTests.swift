@@ -30,6 +30,32 @@ final class ModuleBoundaryTests: XCTestCase {
         XCTAssertEqual(offenders, [], "only SystemLayer may import CShims: add a typed wrapper there and call that")
     }
 
+    /// Each C library has exactly one importer, which fences it (no C type in its API): CShims → SystemLayer, CSodium →
+    /// ProtectionCrypto, CKeyutils → KernelKeyring, CTSS2 (tpm2-tss) → TPMBinding. No other target of the package
+    /// (library, executable or rig kept in this package) lists one among its dependencies or imports it in a Swift file.
+    func testEachCLibraryHasOneImporter() throws {
+        let manifest = try PackageManifest(contentsOf: Self.packageRoot.appendingPathComponent("Package.swift"))
+        XCTAssertTrue(Set(manifest.targets.keys).isSuperset(of: Self.cLibraryOwners.keys), "Package.swift parsed wrongly")
+        var offenders: [String] = []
+        var files = 0
+        for (name, target) in manifest.targets.sorted(by: { $0.key < $1.key }) where Self.cLibraryOwners[name] == nil {
+            let allowed = Self.cLibraryOwners.filter { $0.value == name }.map(\.key)
+            for c in Self.cLibraryOwners.keys where !allowed.contains(c) && target.dependencies.contains(c) {
+                offenders.append("Package.swift: target '\(name)' depends on \(c)")
+            }
+            for file in try Self.swiftFiles(in: Self.packageRoot.appendingPathComponent(target.path)) {
+                files += 1
+                let text = try String(contentsOf: file, encoding: .utf8)
+                for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                    guard let m = Self.importedModule(line), let c = Self.cLibraryOwners.keys.first(where: { m == $0 || m.hasPrefix($0 + ".") }), !allowed.contains(c) else { continue }
+                    offenders.append("\(file.path.dropFirst(Self.packageRoot.path.count + 1)):\(i + 1) imports \(c)")
+                }
+            }
+        }
+        print("module boundary: \(Self.cLibraryOwners.count) C libraries, \(files) Swift files scanned, \(offenders.count) importing one they do not own")
+        XCTAssertEqual(offenders, [], "each C library has one importer (\(Self.cLibraryOwners)); add a typed wrapper there and call that")
+    }
+
     /// The import check sees every spelling of the import and nothing else.
     func testTheImportCheckRecognisesEverySpelling() {
         for line in ["import CShims", "internal import CShims", "  @_implementationOnly import CShims", "public import CShims // x",
@@ -113,16 +139,24 @@ final class ModuleBoundaryTests: XCTestCase {
         return fileCalls.contains(name) ? name : nil
     }
 
+    /// Which module each C library may be imported by (its fence).
+    static let cLibraryOwners = ["CShims": "SystemLayer", "CSodium": "ProtectionCrypto", "CKeyutils": "KernelKeyring", "CTSS2": "TPMBinding"]
+
     static func importsCShims(_ line: Substring) -> Bool {
+        guard let module = importedModule(line) else { return false }
+        return module == "CShims" || module.hasPrefix("CShims.")
+    }
+
+    /// The module an `import` line names (any access level, attribute or declaration kind); nil for any other line.
+    static func importedModule(_ line: Substring) -> Substring? {
         let code = line.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let words = code.split(whereSeparator: { $0 == " " || $0 == "\t" })
-        guard let at = words.firstIndex(of: "import"), at + 1 < words.count else { return false }
+        guard let at = words.firstIndex(of: "import"), at + 1 < words.count else { return nil }
         guard words[..<at].allSatisfy({ $0.hasPrefix("@") || ["public", "package", "internal", "private", "fileprivate"].contains($0) }) else {
-            return false
+            return nil
         }
         let kinds: Set<Substring> = ["func", "var", "let", "struct", "class", "enum", "protocol", "typealias"]
-        let module = kinds.contains(words[at + 1]) && at + 2 < words.count ? words[at + 2] : words[at + 1]
-        return module == "CShims" || module.hasPrefix("CShims.")
+        return kinds.contains(words[at + 1]) && at + 2 < words.count ? words[at + 2] : words[at + 1]
     }
 
     static func swiftFiles(in directory: URL) throws -> [URL] {
