@@ -84,7 +84,7 @@ let package = Package(
         // Domain: the keybag, the device secret, class keys and their one admission, the live lock.
         .target(
             name: "DataProtectionKeys",
-            dependencies: ["DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "Locking", "PathSyntax", "SystemLayer"],
+            dependencies: ["DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "Locking", "PathSyntax", "SystemLayer", "TPMBinding"],
             exclude: ["README.md"]),
         // Protected files and handles, with the chunk pipeline (Pipeline/); keys come from DataProtectionKeys.
         .target(

@@ -35,7 +35,7 @@ public final class KeybagFuzzHarness {
         recovery = RecoveryKey(key: try crypto { () throws(CryptoError) in try SecretBytes(utf8: String(repeating: "R", count: 32)) })
         recoveryPublicKey = try recovery.sealingKeyPair().publicKey.bytes
         let passphrase = try crypto { () throws(CryptoError) in try SecretBytes(utf8: "fuzz") }
-        kek = try Self.empty(id, recoveryPublicKey).passphraseKEK(passphrase, device)
+        kek = try Self.empty(id, recoveryPublicKey).passphraseKEK(passphrase, device, at: DomainLocation(home: "/nonexistent", deviceDirectory: "/nonexistent"))
     }
 
     static func empty(_ id: DomainID, _ recoveryPublicKey: [UInt8]) -> Keybag {
