@@ -57,6 +57,9 @@ let package = Package(
         .systemLibrary(
             name: "CKeyutils", pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]),
+        .systemLibrary(
+            name: "CTSS2", pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]),
         .target(name: "CShims"),
         // The one lock type (pthread mutex; ThreadSanitizer sees it, unlike Synchronization.Mutex on Linux).
         .target(name: "Locking", exclude: ["README.md"]),
@@ -70,6 +73,8 @@ let package = Package(
 
         // The only importer of libsodium, and of OpenSSL's libcrypto (the AES-256-GCM chunk cipher).
         .target(name: "ProtectionCrypto", dependencies: ["CSodium", "COpenSSL", "Locking"], exclude: ["README.md"]),
+        // The only importer of tpm2-tss (ESAPI): HMAC keys inside a TPM 2.0, no tss2 type in its API.
+        .target(name: "TPMBinding", dependencies: ["CTSS2", "ProtectionCrypto"], exclude: ["README.md"]),
         // Typed Swift over libkeyutils.
         .target(
             name: "KernelKeyring",
@@ -82,7 +87,7 @@ let package = Package(
         // Domain: the keybag, the device secret, class keys and their one admission, the live lock.
         .target(
             name: "DataProtectionKeys",
-            dependencies: ["DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "Locking", "PathSyntax", "SystemLayer"],
+            dependencies: ["DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "Locking", "PathSyntax", "SystemLayer", "TPMBinding"],
             exclude: ["README.md"]),
         // Protected files and handles, with the chunk pipeline (Pipeline/); keys come from DataProtectionKeys.
         .target(
@@ -131,7 +136,7 @@ let package = Package(
             name: "DataProtectionTests",
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionContainers", "DataProtectionFormat", "ProtectionCrypto",
-                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", rigs("TestSupport"), rigs("GuaranteeMatrix"), rigs("CrashScenarios"), rigs("FuzzHarnesses"),
+                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", "TPMBinding", rigs("TestSupport"), rigs("GuaranteeMatrix"), rigs("CrashScenarios"), rigs("FuzzHarnesses"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.

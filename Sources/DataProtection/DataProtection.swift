@@ -79,7 +79,7 @@ extension ProtectionDomain {
     public func unlock(passphrase: borrowing SecretBytes, timeout: UInt32? = nil, grace: Duration = LiveLock.defaultGrace) throws(ProtectionError) {
         let bag = try cache.bag()
         let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
-        let kek = try bag.passphraseKEK(passphrase, device)
+        let kek = try bag.passphraseKEK(passphrase, device, at: location)
         let keys = try bag.unwrapPassphraseClasses(kek)
         try store.install(keys, timeout: timeout)
         liveLock.unlock(autoLockAfterSeconds: timeout.map(Int.init), grace: grace)

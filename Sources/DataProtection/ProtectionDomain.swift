@@ -68,25 +68,28 @@ public final class ProtectionDomain: Sendable {
     ///   - passphrase: the passphrase (locked memory).
     ///   - kdf: Argon2id parameters, e.g. `calibrateKDF(target:)`.
     ///   - keyStore: where class keys will live while unlocked.
+    ///   - binding: `.file` (the device secret alone) or `.tpm2(tcti:)` (also a key inside that TPM; asked for, it
+    ///     is used or the call fails: never a silent fallback). Unlocking later reaches the TPM at `location.tpmTCTI`.
     ///   - fileOptions: cipher and chunk size for new files.
     ///   - logger: where the domain logs unlock and lock (never key bytes); nil for none.
     ///   - present: receives the recovery key after the keybag is durable; show it to the person once.
     /// - Returns: the new domain, open and locked.
-    /// - Throws: `.alreadyExists` when a keybag is there; `.keyringUnavailable`; `.insecurePermissions`; `.io`.
+    /// - Throws: `.alreadyExists` when a keybag is there; `.tpmUnavailable` when `.tpm2` was asked and its TPM does not
+    ///   answer (nothing is written); `.keyringUnavailable`; `.insecurePermissions`; `.io`.
     public static func create(
         at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
-        fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil,
+        binding: KeyBinding = .file, fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil,
         present: (borrowing RecoveryKey) throws(ProtectionError) -> Void
     ) throws(ProtectionError) -> ProtectionDomain {
         try create(
-            at: location, passphrase: passphrase, kdf: kdf, keyStore: keyStore, fileOptions: fileOptions, io: SystemFileIO(), logger: logger,
-            present: present)
+            at: location, passphrase: passphrase, kdf: kdf, keyStore: keyStore, binding: binding, fileOptions: fileOptions, io: SystemFileIO(),
+            logger: logger, present: present)
     }
 
     /// `create(at:passphrase:kdf:keyStore:fileOptions:logger:present:)` through the file-system seam `io` (tests that inject faults).
     package static func create(
         at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
-        fileOptions: ProtectedFileOptions = .init(), io: any FileIO, logger: Logger? = nil,
+        binding: KeyBinding = .file, fileOptions: ProtectedFileOptions = .init(), io: any FileIO, logger: Logger? = nil,
         present: (borrowing RecoveryKey) throws(ProtectionError) -> Void
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
@@ -94,11 +97,13 @@ public final class ProtectionDomain: Sendable {
             throw ProtectionError(.alreadyExists, "a protection domain already exists at '\(location.home)'; use it, or destroy it first with `dpctl wipe`", path: location.keybagPath)
         }
         guard kdf.isValid else { throw ProtectionError(.invalidArgument, "Argon2id parameters out of range (ops \(kdf.opsLimit), memory \(kdf.memLimit) bytes)") }
+        // A TPM asked for must answer before anything is written.
+        if case .tpm2(let tcti) = binding { try KeyBinding.probeTPM(tcti: tcti) }
         try PrivatePath.makeDirectory(location.home)
         let id = try DomainID.random()
         let device = try DeviceSecret.create(for: id, at: location, io: io)
         let recovery = try RecoveryKey.random()
-        let bag = try Keybag.create(id: id, passphrase: passphrase, kdf: kdf, device: device, recovery: recovery, at: location, io: io)
+        let bag = try Keybag.create(id: id, passphrase: passphrase, kdf: kdf, device: device, recovery: recovery, binding: binding, at: location, io: io)
         try present(recovery)
         return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
     }
@@ -133,7 +138,7 @@ public final class ProtectionDomain: Sendable {
         let pending = try RotationJournal.read(location, io: io).map { "\($0.protectionClass.name) \($0.from.map(String.init).joined(separator: ","))→\($0.to)" }
         return DomainStatus(
             id: id, home: location.home, keyStore: keyStore, classes: classes,
-            autoLockDeadline: try store.deadline(), kdf: bag.contents.kdf, pendingRotation: pending)
+            autoLockDeadline: try store.deadline(), kdf: bag.contents.kdf, pendingRotation: pending, binding: bag.binding(tcti: location.tpmTCTI))
     }
 
     // MARK: Passphrase and recovery
@@ -152,7 +157,7 @@ public final class ProtectionDomain: Sendable {
     public func changePassphrase(old: borrowing SecretBytes, new: borrowing SecretBytes, kdf: Argon2Parameters? = nil) throws(ProtectionError) {
         let read = try cache.bag()
         let device = try DeviceSecret.load(for: read.contents, at: location, io: io)
-        let oldKEK = try read.passphraseKEK(old, device)
+        let oldKEK = try read.passphraseKEK(old, device, at: location)
         _ = try read.unwrapPassphraseClasses(oldKEK)  // a wrong passphrase fails here, before anything is written
         let rotation = try DeviceSecretRotation.begin(for: id, replacing: try device.identifier(), at: location, io: io)
         // Read again under the keybag write lock: a rotation may have added a generation meanwhile, which must not be lost.
@@ -161,7 +166,8 @@ public final class ProtectionDomain: Sendable {
         for g in bag.generations[.none] ?? [] { if let k = try bag.unwrapNone(g, device) { keys.append(k) } }
         bag.contents.salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
         if let kdf { bag.contents.kdf = kdf }
-        let kek = try bag.passphraseKEK(new, rotation.secret)
+        // The binding is kept: a TPM-bound keybag gets a new TPM key whose auth value follows the new passphrase.
+        let kek = try bag.newPassphraseKEK(new, rotation.secret, binding: bag.binding(tcti: location.tpmTCTI), at: location)
         try bag.rewrapRecoveryAuthentication(from: oldKEK, to: kek)
         for k in keys { try bag.add(k, kek: kek, device: rotation.secret) }
         try bag.save(location, rotation.secret, kek: kek, io: io)
@@ -180,10 +186,13 @@ public final class ProtectionDomain: Sendable {
     /// key) is recovered with a fresh current generation of every class, so that no key anyone could have
     /// planted there is used for new files; its old generations still open existing files.
     /// - Throws: `.wrongPassphrase` for a mistyped or foreign recovery key; `.notFound`; `.corruptKeybag`
-    ///   naming the keybag when its recovery entries do not authenticate (nothing is changed).
+    ///   naming the keybag when its recovery entries do not authenticate (nothing is changed); `.tpmUnavailable`
+    ///   when the binding asks for a TPM that does not answer (nothing is changed).
+    /// - Parameter binding: the recovered keybag's binding; nil keeps the kind the keybag had, bound to this machine
+    ///   (a TPM-bound domain gets a new key in the TPM at `location.tpmTCTI`).
     public static func recover(
         at location: DomainLocation, recoveryKey: borrowing RecoveryKey, newPassphrase: borrowing SecretBytes, kdf: Argon2Parameters? = nil,
-        keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil
+        binding: KeyBinding? = nil, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
         let io: any FileIO = SystemFileIO()
@@ -199,10 +208,12 @@ public final class ProtectionDomain: Sendable {
             }
             logger?.warning("recovered domain \(old.domainID) from a keybag whose recovery entries are not authenticated (format 1): every class gets a fresh current generation")
         }
+        let binding = binding ?? Keybag(contents: old).binding(tcti: location.tpmTCTI)
+        if case .tpm2(let tcti) = binding { try KeyBinding.probeTPM(tcti: tcti) }
         let rotation = try DeviceSecretRotation.begin(for: old.domainID, replacing: nil, at: location, io: io)
         let salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
         var bag = Keybag(contents: KeybagContents(domainID: old.domainID, kdf: kdf ?? old.kdf, salt: salt, recoveryPublicKey: old.recoveryPublicKey, entries: []))
-        let kek = try bag.passphraseKEK(newPassphrase, rotation.secret)
+        let kek = try bag.newPassphraseKEK(newPassphrase, rotation.secret, binding: binding, at: location)
         try bag.authenticateRecovery(with: recoveryKey, kek: kek)
         for k in keys { try bag.add(k, kek: kek, device: rotation.secret) }
         try bag.save(location, rotation.secret, kek: kek, io: io)
@@ -312,4 +323,6 @@ public struct DomainStatus: Sendable, Equatable {
     public let kdf: Argon2Parameters
     /// "class old→new" when a rotation is unfinished.
     public let pendingRotation: String?
+    /// What binds the passphrase KEK to this machine: the device secret file alone, or also a TPM key.
+    public let binding: KeyBinding
 }

@@ -15,13 +15,15 @@ public enum DataProtectionRelease {
     public static var fileFormat: UInt8 { FileHeader.currentVersion }
     /// The protected-file format versions this release reads.
     public static var readableFileFormats: ClosedRange<UInt8> { FileHeader.readableVersions }
-    /// The keybag format version written (FORMAT.md §12).
+    /// The newest keybag format version written (FORMAT.md §12): a TPM-bound keybag's.
     public static var keybagFormat: UInt8 { KeybagContents.version }
+    /// The keybag format version written for a domain bound by its device secret file alone (unchanged since 0.2.0).
+    public static var unboundKeybagFormat: UInt8 { KeybagContents.unboundVersion }
     /// The rollback journal format version written (FORMAT.md §6.7).
     public static var journalFormat: UInt8 { JournalFormat.version }
 
     /// One line for `--version`: the release and the formats it writes.
     public static var summary: String {
-        "\(version) (file format \(fileFormat), reads \(readableFileFormats.lowerBound)–\(readableFileFormats.upperBound); keybag format \(keybagFormat); journal format \(journalFormat))"
+        "\(version) (file format \(fileFormat), reads \(readableFileFormats.lowerBound)–\(readableFileFormats.upperBound); keybag format \(unboundKeybagFormat), \(keybagFormat) when TPM-bound; journal format \(journalFormat))"
     }
 }

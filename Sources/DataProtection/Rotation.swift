@@ -121,7 +121,7 @@ extension ProtectionDomain {
     ) throws(ProtectionError) -> RotationReport {
         var bag = try cache.bag()
         let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
-        let kek = try bag.passphraseKEK(passphrase, device)
+        let kek = try bag.passphraseKEK(passphrase, device, at: location)
         var keys = try bag.unwrapPassphraseClasses(kek)
         for g in bag.generations[.none] ?? [] { if let k = try bag.unwrapNone(g, device) { keys.append(k) } }
 

@@ -47,7 +47,16 @@ public struct RecoveryAuthentication: Equatable, Sendable {
     }
 }
 
-/// The keybag file, format v2 (v1 still read): pure encoding and parsing, no keys and no I/O.
+/// What binds a keybag's passphrase KEK to this machine beyond the device secret (format 3; absent: the file alone).
+public enum KeybagBinding: Equatable, Sendable {
+    /// An HMAC key inside a TPM 2.0: its marshalled TPM2B_PUBLIC and TPM2B_PRIVATE (encrypted under that TPM's storage key).
+    case tpm2(public: [UInt8], private: [UInt8])
+
+    /// The record's kind byte.
+    package var kind: UInt8 { 1 }
+}
+
+/// The keybag file, format v2 or v3 (v1 still read): pure encoding and parsing, no keys and no I/O.
 ///
 /// Layout of v2 (integers big-endian; FORMAT.md §12 is normative):
 /// ```
@@ -66,6 +75,9 @@ public struct RecoveryAuthentication: Equatable, Sendable {
 /// v1 is the same up to byte 92, where its entries start: class ‖ generation ‖ public key in
 /// the clear (32) ‖ wrapped ‖ recovery-sealed (213 bytes each). It is read, and written as v2
 /// by the next keybag write.
+/// v3 is v2 with flag bit 1 set and a binding record between the entries and the MAC:
+/// kind (1; 1 = tpm2) ‖ public blob length (u16) ‖ public blob ‖ private blob length (u16) ‖ private blob
+/// (each 1…`maxBlobSize` bytes). A keybag without a binding is written as v2, byte for byte as before.
 /// The checksum catches accidental damage before any key is needed (a flipped
 /// domain identifier would otherwise look like a missing device secret); the
 /// MAC catches deliberate changes.
@@ -75,8 +87,12 @@ public struct RecoveryAuthentication: Equatable, Sendable {
 public struct KeybagContents: Equatable, Sendable {
     /// The keybag magic, bytes 0..<8.
     public static let magic: [UInt8] = [0x89, 0x44, 0x50, 0x4B, 0x0D, 0x0A, 0x1A, 0x0A]
-    /// The version written.
-    public static let version: UInt8 = 2
+    /// The newest version (written for a keybag with a binding record; one without is written as `unboundVersion`).
+    public static let version: UInt8 = 3
+    /// The version written for a keybag without a binding record (the file alone binds it).
+    public static let unboundVersion: UInt8 = 2
+    /// The largest TPM blob a binding record holds.
+    package static let maxBlobSize = 1024
     /// Bytes before the first entry (format 2).
     public static let headerSize = 212
     package static let wrappedSize = 32 + KeyWrap.overhead
@@ -89,11 +105,11 @@ public struct KeybagContents: Equatable, Sendable {
     /// Bytes of the checksum that ends the file.
     public static let checksumSize = 32
     package static let maxEntries = 64
-    package static let maxSize = headerSize + maxEntries * entrySize + macSize + checksumSize
+    package static let maxSize = headerSize + maxEntries * entrySize + 5 + 2 * maxBlobSize + macSize + checksumSize
     /// Format 1's header and entry sizes.
     package static let v1HeaderSize = 92, v1EntrySize = 1 + 4 + 32 + wrappedSize + sealedSize
 
-    /// 1 when read from a v1 file (until the next write), else 2.
+    /// 1 when read from a v1 file (until the next write), 2 without a binding, 3 with one.
     public var version: UInt8
     /// The domain the keybag belongs to, bound into every entry's wrapping.
     public var domainID: DomainID
@@ -109,12 +125,14 @@ public struct KeybagContents: Equatable, Sendable {
     public var recoveryAuthentication: RecoveryAuthentication?
     /// Every generation of every class key, in file order.
     public var entries: [KeybagEntry]
+    /// What binds the passphrase KEK to the machine besides the device secret (v3); nil: the device secret alone.
+    public var binding: KeybagBinding?
 
     /// Contents from their fields (nothing is checked: `parse` validates, the keybag's MAC authenticates).
     public init(
         version: UInt8 = KeybagContents.version, domainID: DomainID, kdf: Argon2Parameters, salt: [UInt8], recoveryPublicKey: [UInt8],
         deviceSecretID: [UInt8] = [UInt8](repeating: 0, count: KeybagContents.deviceSecretIDSize), recoveryAuthentication: RecoveryAuthentication? = nil,
-        entries: [KeybagEntry]
+        entries: [KeybagEntry], binding: KeybagBinding? = nil
     ) {
         self.version = version
         self.domainID = domainID
@@ -124,7 +142,11 @@ public struct KeybagContents: Equatable, Sendable {
         self.deviceSecretID = deviceSecretID
         self.recoveryAuthentication = recoveryAuthentication
         self.entries = entries
+        self.binding = binding
     }
+
+    /// The version `body()` writes for these contents: 3 with a binding record, else 2.
+    public var writtenVersion: UInt8 { binding == nil ? Self.unboundVersion : Self.version }
 
     /// The highest generation of `c`: what new files are wrapped with.
     package func current(_ c: ProtectionClass) -> KeybagEntry? {
@@ -175,7 +197,8 @@ public struct KeybagContents: Equatable, Sendable {
     /// Every byte the MAC covers, in this contents' version.
     public func body() -> [UInt8] {
         let zeros = { (n: Int) in [UInt8](repeating: 0, count: n) }
-        var b = Self.magic + [version, version == 1 || recoveryAuthentication == nil ? 0 : 1]
+        let bound: UInt8 = version >= 3 && binding != nil ? 2 : 0
+        var b = Self.magic + [version, (version == 1 || recoveryAuthentication == nil ? 0 : 1) | bound]
         b.appendBE(UInt16(entries.count))
         b += domainID.bytes
         b.appendBE(kdf.opsLimit)
@@ -194,6 +217,13 @@ public struct KeybagContents: Equatable, Sendable {
             b += e.wrapped
             b += e.recoverySealed
         }
+        if bound != 0, case .tpm2(let pub, let priv)? = binding {
+            b.append(binding!.kind)
+            b.appendBE(UInt16(pub.count))
+            b += pub
+            b.appendBE(UInt16(priv.count))
+            b += priv
+        }
         return b
     }
 
@@ -203,14 +233,18 @@ public struct KeybagContents: Equatable, Sendable {
         guard bytes.count >= 8, Array(bytes[0..<8]) == magic else { throw corrupt("it is not a keybag (no keybag magic)") }
         guard bytes.count >= v1HeaderSize + macSize + checksumSize else { throw corrupt("it is truncated (\(bytes.count) bytes)") }
         let v = bytes[8]
-        guard v == 1 || v == version else {
-            throw ProtectionError(.unsupportedVersion, "the keybag uses format version \(v); this library reads versions 1 and \(version); upgrade swift-data-protection")
+        guard (1...version).contains(v) else {
+            throw ProtectionError(.unsupportedVersion, "the keybag uses format version \(v); this library reads versions 1 to \(version); upgrade swift-data-protection")
         }
         let header = v == 1 ? v1HeaderSize : headerSize, entry = v == 1 ? v1EntrySize : entrySize, keySize = v == 1 ? 32 : wrappedSize
-        guard bytes[9] == 0 || (v != 1 && bytes[9] == 1) else { throw corrupt("unknown flags \(bytes[9])") }
+        // v1: no flags; v2: bit 0 (recovery authenticated); v3: bit 0, and bit 1 (binding record) always.
+        let flags = bytes[9]
+        guard flags == 0 || (v == 2 && flags == 1) || (v == 3 && flags & ~1 == 2) else { throw corrupt("unknown flags \(flags) for version \(v)") }
         let count = Int(bytes.readBE(UInt16.self, at: 10))
         guard (ProtectionClass.allCases.count...maxEntries).contains(count) else { throw corrupt("\(count) entries") }
-        let expected = header + count * entry + macSize + checksumSize
+        let recordAt = header + count * entry
+        let record = v == 3 ? try bindingRecordSize(bytes, at: recordAt) : 0
+        let expected = recordAt + record + macSize + checksumSize
         guard bytes.count == expected else {
             throw corrupt(bytes.count < expected ? "it is truncated (\(bytes.count) of \(expected) bytes)" : "it has \(bytes.count - expected) trailing bytes")
         }
@@ -225,7 +259,7 @@ public struct KeybagContents: Equatable, Sendable {
         if v != 1 {
             contents.deviceSecretID = Array(bytes[92..<108])
             let auth = RecoveryAuthentication(wrappedKey: Array(bytes[108..<180]), mac: Array(bytes[180..<212]))
-            if bytes[9] == 1 { contents.recoveryAuthentication = auth }
+            if flags & 1 == 1 { contents.recoveryAuthentication = auth }
             else if !(auth.wrappedKey + auth.mac).allSatisfy({ $0 == 0 }) { throw corrupt("recovery authentication present but not flagged") }
         }
         var at = header
@@ -242,6 +276,14 @@ public struct KeybagContents: Equatable, Sendable {
                 wrapped: Array(bytes[w..<s]), recoverySealed: Array(bytes[s..<(s + sealedSize)])))
             at += entry
         }
+        if v == 3 {
+            guard bytes[at] == 1 else { throw corrupt("unknown binding kind \(bytes[at])") }
+            let pubCount = Int(bytes.readBE(UInt16.self, at: at + 1))
+            let pub = Array(bytes[(at + 3)..<(at + 3 + pubCount)])
+            let privCount = Int(bytes.readBE(UInt16.self, at: at + 3 + pubCount))
+            contents.binding = .tpm2(public: pub, private: Array(bytes[(at + 5 + pubCount)..<(at + 5 + pubCount + privCount)]))
+            at += record
+        }
         for c in ProtectionClass.allCases {
             let gens = contents.entries.filter { $0.protectionClass == c }.map(\.generation).sorted()
             guard let first = gens.first else { throw corrupt("class \(c) has no key") }
@@ -250,6 +292,17 @@ public struct KeybagContents: Equatable, Sendable {
             guard gens.last! - first == UInt32(gens.count - 1) else { throw corrupt("the generations of class \(c) are not contiguous (\(gens.map(String.init).joined(separator: ", ")))") }
         }
         return (contents, bytes[0..<at], Array(bytes[at..<(at + macSize)]))
+    }
+
+    /// The size of the binding record at `at`, after checking that its lengths fit the file and `maxBlobSize`.
+    private static func bindingRecordSize(_ bytes: [UInt8], at: Int) throws(ProtectionError) -> Int {
+        let tail = macSize + checksumSize
+        guard bytes.count >= at + 3 + tail else { throw corrupt("it is truncated (no binding record)") }
+        let pubCount = Int(bytes.readBE(UInt16.self, at: at + 1))
+        guard (1...maxBlobSize).contains(pubCount), bytes.count >= at + 5 + pubCount + tail else { throw corrupt("a binding record's public blob of \(pubCount) bytes") }
+        let privCount = Int(bytes.readBE(UInt16.self, at: at + 3 + pubCount))
+        guard (1...maxBlobSize).contains(privCount) else { throw corrupt("a binding record's private blob of \(privCount) bytes") }
+        return 5 + pubCount + privCount
     }
 
     /// The unkeyed BLAKE2b-256 checksum of `bytes`.

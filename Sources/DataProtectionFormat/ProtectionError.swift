@@ -58,6 +58,13 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         /// user's file) is at a name the library owns (a journal, a temporary file), or is the file a journal
         /// names; nothing was written through it. The message names it and the fix.
         case untrustedFile
+        /// The domain is bound to a TPM 2.0, and no TPM answers through the TCTI, or it refused the operation.
+        case tpmUnavailable
+        /// The domain is bound to another TPM: its TPM key does not load in this one (a copy from another
+        /// machine, or this TPM was cleared). The message names the fix: `dpctl recover` with the recovery key.
+        case wrongTPM
+        /// The TPM is in dictionary-attack lockout after too many wrong passphrases; the message says when to retry.
+        case tpmLockout
         /// File coordination did not grant access (timed out, would deadlock, cancelled).
         case coordinationFailed
         /// A system call failed with this errno.

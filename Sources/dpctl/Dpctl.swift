@@ -34,11 +34,15 @@ struct Dpctl: ParsableCommand {
 struct DomainOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The domain's home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).", valueName: "dir"))
     var home: String?
+    @Option(name: .customLong("tpm-tcti"), help: ArgumentHelp("The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default: $DATAPROTECTION_TPM_TCTI or device:/dev/tpmrm0).", valueName: "tcti"))
+    var tpmTCTI: String?
 
-    /// Where the domain is, by the documented defaults.
+    /// Where the domain is, by the documented defaults, and the TPM that `--tpm-tcti` names.
     func location() throws -> DomainLocation {
         if let home { Failure.homeArgument = " --home '\(home)'" }
-        return try DomainLocation.resolve(home: home, environment: ProcessInfo.processInfo.environment)
+        var l = try DomainLocation.resolve(home: home, environment: ProcessInfo.processInfo.environment)
+        if let tpmTCTI, !tpmTCTI.isEmpty { l.tpmTCTI = tpmTCTI }
+        return l
     }
 
     /// The key store: the kernel keyring under `$DATAPROTECTION_KEYRING` (user or session).

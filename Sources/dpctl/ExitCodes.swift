@@ -22,6 +22,7 @@ enum Exit: Int32, CaseIterable {
     case wrongPassphrase = 77
     case insecurePermissions = 78
     case busy = 79
+    case tpm = 80
 
     var meaning: String {
         switch self {
@@ -38,6 +39,7 @@ enum Exit: Int32, CaseIterable {
         case .wrongPassphrase: "wrong passphrase or recovery key"
         case .insecurePermissions: "a secret's file or directory is accessible to others; the message gives the chmod"
         case .busy: "another process held the file (file coordination) past the timeout, or (`repair`) a live writer holds a journal or temporary file; try again"
+        case .tpm: "the domain's TPM is unreachable or refused, is in dictionary-attack lockout (the message says when to retry), or is not the TPM the domain is bound to"
         }
     }
 
@@ -55,6 +57,7 @@ enum Exit: Int32, CaseIterable {
         case .keyringUnavailable: self = .keyringUnavailable
         case .insecurePermissions: self = .insecurePermissions
         case .coordinationFailed: self = .busy
+        case .tpmUnavailable, .wrongTPM, .tpmLockout: self = .tpm
         @unknown default: self = .io
         }
     }
@@ -102,6 +105,9 @@ enum Failure {
         switch code {
         case .locked: return "unlock the domain: `dpctl\(h) unlock`"
         case .wrongPassphrase: return "try again; if the passphrase is forgotten: `dpctl\(h) recover` with the recovery key shown at init"
+        case .wrongTPM: return "on this machine, rebind the domain to its TPM with the recovery key: `dpctl\(h) recover`"
+        case .tpmLockout: return "wait as the message says, then try again; or `dpctl\(h) recover` with the recovery key"
+        case .tpmUnavailable: return "pass the TPM with --tpm-tcti or DATAPROTECTION_TPM_TCTI (default device:/dev/tpmrm0), or on a machine without it `dpctl\(h) recover` with the recovery key"
         case .keyringUnavailable: return "allow the add_key, keyctl and request_key system calls in this container's seccomp profile, or run dpctl outside it"
         case .notFound: return nil
         case .corruptKeybag: return "restore the keybag from a backup, or rebuild it: `dpctl\(h) recover`"

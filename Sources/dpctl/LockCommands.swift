@@ -11,13 +11,17 @@ struct Init: ParsableCommand {
     @OptionGroup var domain: DomainOptions
     @OptionGroup var passphrase: PassphraseOptions
     @OptionGroup var kdf: KDFOptions
+    @Option(help: ArgumentHelp("What binds the keys to this machine: tpm2 (a key inside the TPM 2.0; an error if none answers), file (the device secret alone), or auto (tpm2 when a TPM answers, else file; says which).", valueName: "tpm2|file|auto"))
+    var binding = "file"
 
     func run() throws {
         let location = try domain.location()
+        let chosen = try Self.choose(binding, tcti: location.tpmTCTI)
+        let described = chosen == .file ? "\(chosen)" : "\(chosen) at '\(location.tpmTCTI)'"
         let secret = try passphrase.source.read(confirm: true)
         let params = try kdf.parameters(keepIfUnset: false)!
-        _ = try ProtectionDomain.create(at: location, passphrase: secret, kdf: params, keyStore: try domain.keyStore()) { (key) throws(ProtectionError) in
-            note("Created the protection domain at '\(location.home)' (Argon2id: \(params.opsLimit) passes, \(params.memLimit >= 1 << 20 ? "\(params.memLimit >> 20) MiB" : "\(params.memLimit >> 10) KiB")).")
+        _ = try ProtectionDomain.create(at: location, passphrase: secret, kdf: params, keyStore: try domain.keyStore(), binding: chosen) { (key) throws(ProtectionError) in
+            note("Created the protection domain at '\(location.home)' (Argon2id: \(params.opsLimit) passes, \(params.memLimit >= 1 << 20 ? "\(params.memLimit >> 20) MiB" : "\(params.memLimit >> 10) KiB"); binding: \(described)).")
             note("Recovery key (shown only now; store it offline — it unlocks this domain without the passphrase):")
             let shown: Bool
             do { shown = try key.withText { text in writeAll(1, text) && [UInt8(10)].withUnsafeBytes { writeAll(1, $0) } } } catch {
@@ -25,6 +29,24 @@ struct Init: ParsableCommand {
             }
             guard shown else { throw ProtectionError(.io(EIO), "unable to write the recovery key to standard output; run `dpctl wipe --yes` and `dpctl init` again") }
             note("Next: `dpctl\(Failure.homeArgument) unlock`")
+        }
+    }
+
+    /// The binding `--binding` asks for: `auto` is tpm2 when a TPM answers at `tcti` (else file, said on stderr);
+    /// `tpm2` is never replaced by file (create fails when the TPM does not answer).
+    static func choose(_ binding: String, tcti: String) throws -> KeyBinding {
+        switch binding {
+        case "tpm2": return .tpm2(tcti: tcti)
+        case "file": return .file
+        case "auto":
+            let probe = Result { () throws(ProtectionError) in try KeyBinding.probeTPM(tcti: tcti) }
+            if case .failure(let e) = probe, e.code == .tpmUnavailable {
+                note("No TPM answers at '\(tcti)'; binding to the device secret file alone (no hardware binding).")
+                return .file
+            }
+            try probe.get()
+            return .tpm2(tcti: tcti)
+        default: throw CLIError(exit: .usage, message: "unknown --binding '\(binding)'", hint: "use tpm2, file or auto")
         }
     }
 }
@@ -123,7 +145,7 @@ struct Status: ParsableCommand {
             var out: [String: Any] = [
                 "domain": s.id.description, "home": s.home, "classes": classes,
                 "kdf": ["opsLimit": s.kdf.opsLimit, "memLimitBytes": s.kdf.memLimit],
-                "keyring": keyringName(s.keyStore),
+                "keyring": keyringName(s.keyStore), "binding": s.binding == .file ? "file" : "tpm2",
             ]
             out["autoLockDeadline"] = s.autoLockDeadline ?? NSNull()
             out["pendingRotation"] = s.pendingRotation ?? NSNull()
@@ -133,6 +155,7 @@ struct Status: ParsableCommand {
         print("domain   \(s.id)")
         print("home     \(s.home)")
         print("keyring  \(keyringName(s.keyStore))")
+        print("binding  \(s.binding)")
         for c in s.classes {
             let state = c.unlocked ? "unlocked" : (c.canCreate ? "locked (create allowed)" : "locked")
             let ids = c.keySerials.sorted { $0.key < $1.key }.map { "gen \($0.key): key \($0.value)" }.joined(separator: ", ")

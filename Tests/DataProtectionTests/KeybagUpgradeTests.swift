@@ -60,7 +60,7 @@ final class KeybagUpgradeTests: DomainTestCase {
         let d = try ProtectionDomain.open(at: location, keyStore: store)
         try d.changePassphrase(old: try secret(passphrase), new: try secret("upgraded"))
         let (contents, _, _) = try KeybagContents.parse(try readBytes(location.keybagPath))
-        XCTAssertEqual(contents.version, KeybagContents.version)
+        XCTAssertEqual(contents.version, KeybagContents.unboundVersion, "an unbound keybag is written as format 2")
         XCTAssertNil(contents.recoveryAuthentication, "without the recovery key the v1 recovery entries cannot be authenticated")
         XCTAssertTrue(contents.entries.allSatisfy { $0.publicKey == nil })
         let reopened = try ProtectionDomain.open(at: location, keyStore: store)
@@ -78,7 +78,7 @@ final class KeybagUpgradeTests: DomainTestCase {
         try d.unlock(passphrase: try secret(passphrase))
         _ = try d.rotate(.completeUnlessOpen, paths: [files], passphrase: try secret(passphrase))
         let (contents, _, _) = try KeybagContents.parse(try readBytes(location.keybagPath))
-        XCTAssertEqual(contents.version, KeybagContents.version)
+        XCTAssertEqual(contents.version, KeybagContents.unboundVersion, "an unbound keybag is written as format 2")
         XCTAssertEqual(contents.entries.filter { $0.protectionClass == .completeUnlessOpen }.map(\.generation), [2])
         XCTAssertNotNil(contents.current(.completeUnlessOpen)?.wrappedPublicKey)
         let reopened = try ProtectionDomain.open(at: location, keyStore: store)
@@ -112,7 +112,7 @@ final class KeybagUpgradeTests: DomainTestCase {
             _ = try ProtectedFiles(keys: InMemoryClassKeys([ClassKey(.complete, generation: 3, secret: planted.secret)])).read(self.files + "/new-a")
         }
         let (after, _, _) = try KeybagContents.parse(try readBytes(location.keybagPath))
-        XCTAssertEqual(after.version, KeybagContents.version)
+        XCTAssertEqual(after.version, KeybagContents.unboundVersion, "an unbound keybag is written as format 2")
         XCTAssertNotNil(after.recoveryAuthentication, "recovery authenticates the recovery entries from then on")
     }
 }

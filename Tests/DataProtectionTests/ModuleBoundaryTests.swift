@@ -30,33 +30,32 @@ final class ModuleBoundaryTests: XCTestCase {
         XCTAssertEqual(offenders, [], "only SystemLayer may import CShims: add a typed wrapper there and call that")
     }
 
-    /// The crypto libraries stay fenced in ProtectionCrypto: no other shipped module lists or imports libsodium (`CSodium`)
-    /// or OpenSSL's libcrypto (`COpenSSL`), and inside ProtectionCrypto only `GCMContexts.swift` imports libcrypto, so no
-    /// OpenSSL type reaches another file, let alone a public signature.
-    func testOnlyProtectionCryptoImportsTheCryptoLibraries() throws {
+    /// Each C library has exactly one importer, which fences it (no C type in its API): CShims → SystemLayer, CSodium and
+    /// COpenSSL → ProtectionCrypto (OpenSSL's libcrypto in its GCMContexts.swift only), CKeyutils → KernelKeyring, CTSS2
+    /// (tpm2-tss) → TPMBinding. No other target of the package (library, executable or rig kept in this package) lists one
+    /// among its dependencies or imports it in a Swift file.
+    func testEachCLibraryHasOneImporter() throws {
         let manifest = try PackageManifest(contentsOf: Self.packageRoot.appendingPathComponent("Package.swift"))
-        let shipped = manifest.shippedTargets()
-        XCTAssertTrue(shipped.isSuperset(of: ["ProtectionCrypto", "DataProtection", "COpenSSL", "CSodium"]), "Package.swift parsed wrongly: \(shipped.sorted())")
+        XCTAssertTrue(Set(manifest.targets.keys).isSuperset(of: Self.cLibraryOwners.keys), "Package.swift parsed wrongly")
         var offenders: [String] = []
         var files = 0
-        for name in shipped.sorted() where !["CSodium", "COpenSSL"].contains(name) {
-            let target = try XCTUnwrap(manifest.targets[name])
-            for library in ["CSodium", "COpenSSL"] where name != "ProtectionCrypto" && target.dependencies.contains(library) {
-                offenders.append("Package.swift: target '\(name)' depends on \(library)")
+        for (name, target) in manifest.targets.sorted(by: { $0.key < $1.key }) where Self.cLibraryOwners[name] == nil {
+            let allowed = Self.cLibraryOwners.filter { $0.value == name }.map(\.key)
+            for c in Self.cLibraryOwners.keys where !allowed.contains(c) && target.dependencies.contains(c) {
+                offenders.append("Package.swift: target '\(name)' depends on \(c)")
             }
             for file in try Self.swiftFiles(in: Self.packageRoot.appendingPathComponent(target.path)) {
                 files += 1
                 let text = try String(contentsOf: file, encoding: .utf8)
                 for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                    let sodium = Self.imports("CSodium", line), openssl = Self.imports("COpenSSL", line)
-                    let allowed = name == "ProtectionCrypto" && (sodium || file.lastPathComponent == "GCMContexts.swift")
-                    if (sodium || openssl) && !allowed { offenders.append("\(file.path.dropFirst(Self.packageRoot.path.count + 1)):\(i + 1)") }
+                    guard let m = Self.importedModule(line), let c = Self.cLibraryOwners.keys.first(where: { m == $0 || m.hasPrefix($0 + ".") }) else { continue }
+                    if allowed.contains(c), Self.cLibraryFiles[c].map({ $0 == file.lastPathComponent }) ?? true { continue }
+                    offenders.append("\(file.path.dropFirst(Self.packageRoot.path.count + 1)):\(i + 1) imports \(c)")
                 }
             }
         }
-        print("module boundary: \(shipped.count) shipped modules, \(files) Swift files, \(offenders.count) importing a crypto library outside its fence")
-        XCTAssertGreaterThan(files, 100, "the scan found too few files")
-        XCTAssertEqual(offenders, [], "only ProtectionCrypto imports libsodium, and only its GCMContexts.swift OpenSSL: wrap the call there")
+        print("module boundary: \(Self.cLibraryOwners.count) C libraries, \(files) Swift files scanned, \(offenders.count) importing one they do not own")
+        XCTAssertEqual(offenders, [], "each C library has one importer (\(Self.cLibraryOwners)); add a typed wrapper there and call that")
     }
 
     /// The import check sees every spelling of the import and nothing else.
@@ -142,19 +141,28 @@ final class ModuleBoundaryTests: XCTestCase {
         return fileCalls.contains(name) ? name : nil
     }
 
-    static func importsCShims(_ line: Substring) -> Bool { imports("CShims", line) }
+    /// Which module each C library may be imported by (its fence).
+    static let cLibraryOwners = [
+        "CShims": "SystemLayer", "CSodium": "ProtectionCrypto", "COpenSSL": "ProtectionCrypto", "CKeyutils": "KernelKeyring", "CTSS2": "TPMBinding",
+    ]
+    /// Inside its owner, the one file a C library may be imported by, where one file is its whole fence.
+    static let cLibraryFiles = ["COpenSSL": "GCMContexts.swift"]
 
-    /// Whether `line` imports `name` (or a declaration of it), in any spelling.
-    static func imports(_ name: String, _ line: Substring) -> Bool {
+    static func importsCShims(_ line: Substring) -> Bool {
+        guard let module = importedModule(line) else { return false }
+        return module == "CShims" || module.hasPrefix("CShims.")
+    }
+
+    /// The module an `import` line names (any access level, attribute or declaration kind); nil for any other line.
+    static func importedModule(_ line: Substring) -> Substring? {
         let code = line.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let words = code.split(whereSeparator: { $0 == " " || $0 == "\t" })
-        guard let at = words.firstIndex(of: "import"), at + 1 < words.count else { return false }
+        guard let at = words.firstIndex(of: "import"), at + 1 < words.count else { return nil }
         guard words[..<at].allSatisfy({ $0.hasPrefix("@") || ["public", "package", "internal", "private", "fileprivate"].contains($0) }) else {
-            return false
+            return nil
         }
         let kinds: Set<Substring> = ["func", "var", "let", "struct", "class", "enum", "protocol", "typealias"]
-        let module = kinds.contains(words[at + 1]) && at + 2 < words.count ? words[at + 2] : words[at + 1]
-        return module == name || module.hasPrefix(name + ".")
+        return kinds.contains(words[at + 1]) && at + 2 < words.count ? words[at + 2] : words[at + 1]
     }
 
     static func swiftFiles(in directory: URL) throws -> [URL] {

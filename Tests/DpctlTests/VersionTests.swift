@@ -18,7 +18,7 @@ final class VersionTests: DpctlTestCase {
         try ok(["unlock", "--passphrase-file", passphraseFile])
         try ok(["put", "--class", "A", "\(dir)/f"], input: Data("x".utf8))
         XCTAssertEqual(try bytes("\(dir)/f")[8], DataProtectionRelease.fileFormat, "header byte 8 is the format version (FORMAT.md §3)")
-        XCTAssertEqual(try bytes("\(home)/keybag")[8], DataProtectionRelease.keybagFormat, "keybag byte 8 is its version (FORMAT.md §12)")
+        XCTAssertEqual(try bytes("\(home)/keybag")[8], DataProtectionRelease.unboundKeybagFormat, "keybag byte 8 is its version (FORMAT.md §12); init binds to the file by default")
 
         // The CHANGELOG's newest release heading is this version, so a release cannot ship without its entry.
         let changelog = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../CHANGELOG.md").standardized

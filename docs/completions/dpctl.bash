@@ -188,12 +188,15 @@ _dpctl_init() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --passphrase-fd --passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
+    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset --binding)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     '--passphrase-fd')
@@ -214,6 +217,9 @@ _dpctl_init() {
     '--kdf-preset')
         return
         ;;
+    '--binding')
+        return
+        ;;
     esac
 }
 
@@ -221,12 +227,15 @@ _dpctl_unlock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --passphrase-fd --passphrase-file --timeout --grace)
+    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --timeout --grace)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     '--passphrase-fd')
@@ -248,12 +257,15 @@ _dpctl_lock() {
     repeating_flags=()
     non_repeating_flags=(--evict-all --now --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --grace)
+    non_repeating_options=(--home --tpm-tcti --grace)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     '--grace')
@@ -266,12 +278,15 @@ _dpctl_status() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home)
+    non_repeating_options=(--home --tpm-tcti)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     esac
@@ -281,12 +296,15 @@ _dpctl_passwd() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --passphrase-fd --passphrase-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
+    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     '--passphrase-fd')
@@ -320,12 +338,15 @@ _dpctl_recover() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --recovery-key-fd --recovery-key-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
+    non_repeating_options=(--home --tpm-tcti --recovery-key-fd --recovery-key-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     '--recovery-key-fd')
@@ -359,12 +380,15 @@ _dpctl_rotate() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --passphrase-fd --passphrase-file --class)
+    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --class)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     '--passphrase-fd')
@@ -384,12 +408,15 @@ _dpctl_wipe() {
     repeating_flags=()
     non_repeating_flags=(--yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home)
+    non_repeating_options=(--home --tpm-tcti)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     esac
@@ -399,12 +426,15 @@ _dpctl_put() {
     repeating_flags=()
     non_repeating_flags=(--no-sync --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --class --from)
+    non_repeating_options=(--home --tpm-tcti --class --from)
     __dpctl_offer_flags_options 1
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     '--class')
@@ -421,12 +451,15 @@ _dpctl_cat() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home)
+    non_repeating_options=(--home --tpm-tcti)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     esac
@@ -436,12 +469,15 @@ _dpctl_ls() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home)
+    non_repeating_options=(--home --tpm-tcti)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     esac
@@ -451,12 +487,15 @@ _dpctl_protect() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --class)
+    non_repeating_options=(--home --tpm-tcti --class)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     '--class')
@@ -470,12 +509,15 @@ _dpctl_unprotect() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home)
+    non_repeating_options=(--home --tpm-tcti)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     esac
@@ -485,12 +527,15 @@ _dpctl_set-class() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --class)
+    non_repeating_options=(--home --tpm-tcti --class)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
     case "${prev}" in
     '--home')
+        return
+        ;;
+    '--tpm-tcti')
         return
         ;;
     '--class')

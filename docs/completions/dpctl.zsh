@@ -89,12 +89,14 @@ _dpctl_init() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--kdf-ops[Argon2id passes (default\: 3).]:n:'
         '--kdf-mem-mib[Argon2id memory in MiB (default\: calibrated so unlocking takes about --kdf-target-ms).]:mib:'
         '--kdf-target-ms[Calibration target for unlocking, in milliseconds.]:ms:'
         '--kdf-preset[A fixed preset instead of calibration\: interactive, moderate, sensitive, or minimum (tests only\: no protection against guessing).]:name:'
+        '--binding[What binds the keys to this machine\: tpm2 (a key inside the TPM 2.0; an error if none answers), file (the device secret alone), or auto (tpm2 when a TPM answers, else file; says which).]:tpm2|file|auto:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
@@ -107,6 +109,7 @@ _dpctl_unlock() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--timeout[Lock again automatically after this long\: 90, 90s, 15m, 2h.]:duration:'
@@ -123,6 +126,7 @@ _dpctl_lock() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--evict-all[Also remove completeUntilFirstUserAuthentication (the analogue of a reboot).]'
         '--grace[Tell running apps `willLock` this long before locking\: 500ms (default), 2s, 10 (seconds; Apple gives about 10 s).]:duration:'
         '--now[Lock at once, without telling running apps `willLock` first.]'
@@ -138,6 +142,7 @@ _dpctl_status() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--json[Print JSON for scripts.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
@@ -151,6 +156,7 @@ _dpctl_passwd() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--new-passphrase-fd[Read the new passphrase from this file descriptor (may equal --passphrase-fd\: one line each).]:n:'
@@ -171,6 +177,7 @@ _dpctl_recover() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--recovery-key-fd[Read the recovery key from this file descriptor.]:n:'
         '--recovery-key-file[Read the recovery key from this file.]:path:'
         '--new-passphrase-fd[Read the new passphrase from this file descriptor (may equal --passphrase-fd\: one line each).]:n:'
@@ -192,6 +199,7 @@ _dpctl_rotate() {
     local -ar ___class=('complete' 'completeUnlessOpen' 'completeUntilFirstUserAuthentication' 'none')
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--class[The class to rotate (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).]:class:{__dpctl_complete "${___class[@]}"}'
@@ -208,6 +216,7 @@ _dpctl_wipe() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--yes[Do not ask for confirmation.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
@@ -222,6 +231,7 @@ _dpctl_put() {
     local -ar ___class=('complete' 'completeUnlessOpen' 'completeUntilFirstUserAuthentication' 'none')
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--class[Protection class (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).]:class:{__dpctl_complete "${___class[@]}"}'
         '--from[Read the plaintext from this file instead of standard input.]:path:'
         '--no-sync[Skip the fsyncs\: still atomic for readers, but a power failure soon after may leave the old file or one that fails authentication.]'
@@ -238,6 +248,7 @@ _dpctl_cat() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '*:paths:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
@@ -251,6 +262,7 @@ _dpctl_ls() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--json[Print JSON for scripts.]'
         '*:paths:'
         '--version[Show the version.]'
@@ -266,6 +278,7 @@ _dpctl_protect() {
     local -ar ___class=('complete' 'completeUnlessOpen' 'completeUntilFirstUserAuthentication' 'none')
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--class[Protection class for the converted files.]:class:{__dpctl_complete "${___class[@]}"}'
         '*:paths:'
         '--version[Show the version.]'
@@ -280,6 +293,7 @@ _dpctl_unprotect() {
     local -i ret=1
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '*:paths:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
@@ -294,6 +308,7 @@ _dpctl_set-class() {
     local -ar ___class=('complete' 'completeUnlessOpen' 'completeUntilFirstUserAuthentication' 'none')
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '--class[The new protection class.]:class:{__dpctl_complete "${___class[@]}"}'
         '*:paths:'
         '--version[Show the version.]'

@@ -11,14 +11,22 @@ public struct DomainLocation: Sendable, Equatable {
     public var home: String
     /// The directory holding `<domainID>.secret` files (0700, owner-only).
     public var deviceDirectory: String
+    /// The TCTI of the TPM 2.0 a TPM-bound domain's keybag needs (`device:/dev/tpmrm0` unless told otherwise).
+    public var tpmTCTI: String
+
+    /// The kernel's resource-managed TPM device: where a machine's TPM 2.0 answers.
+    public static let defaultTPMTCTI = "device:/dev/tpmrm0"
 
     /// A location from explicit directories (`resolve(home:environment:)` applies the defaults).
     /// - Parameters:
     ///   - home: the domain's home directory (keybag, rotation journal).
     ///   - deviceDirectory: the directory of device secrets, outside the home.
-    public init(home: String, deviceDirectory: String) {
+    ///   - tpmTCTI: how to reach the TPM for a TPM-bound domain (tpm2-tss TCTI string: `device:/dev/tpmrm0`,
+    ///     `swtpm:host=127.0.0.1,port=2321`).
+    public init(home: String, deviceDirectory: String, tpmTCTI: String = DomainLocation.defaultTPMTCTI) {
         self.home = home
         self.deviceDirectory = deviceDirectory
+        self.tpmTCTI = tpmTCTI
     }
 
     /// The keybag file.
@@ -33,6 +41,7 @@ public struct DomainLocation: Sendable, Equatable {
     /// Home: `home`, else `$DATAPROTECTION_HOME`, else `$XDG_DATA_HOME/dataprotection`,
     /// else `~/.local/share/dataprotection`. Device directory: `$DATAPROTECTION_DEVICE_DIR`,
     /// else `$XDG_STATE_HOME/dataprotection/devices`, else `~/.local/state/dataprotection/devices`.
+    /// TPM: `$DATAPROTECTION_TPM_TCTI`, else `device:/dev/tpmrm0`.
     /// - Parameters:
     ///   - home: an explicit home (`dpctl --home`), which wins over the environment.
     ///   - environment: the process environment (passed in, never read globally here).
@@ -54,7 +63,7 @@ public struct DomainLocation: Sendable, Equatable {
         if let e = nonEmpty("DATAPROTECTION_DEVICE_DIR") { d = e }
         else if let x = nonEmpty("XDG_STATE_HOME") { d = x + "/dataprotection/devices" }
         else { d = try userHome() + "/.local/state/dataprotection/devices" }
-        return DomainLocation(home: trimmed(h), deviceDirectory: trimmed(d))
+        return DomainLocation(home: trimmed(h), deviceDirectory: trimmed(d), tpmTCTI: nonEmpty("DATAPROTECTION_TPM_TCTI") ?? defaultTPMTCTI)
     }
 
     private static func trimmed(_ p: String) -> String { droppingTrailingSeparators(p) }

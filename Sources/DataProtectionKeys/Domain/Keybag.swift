@@ -72,7 +72,7 @@ import ProtectionCrypto
             contents.entries[i].wrappedPublicKey = try wrap(plain, try device.classBPublicKeyKey(), KeybagContents.publicKeyAD(domainID, e.protectionClass, e.generation))
             contents.entries[i].publicKey = nil
         }
-        contents.version = KeybagContents.version
+        contents.version = contents.writtenVersion
         contents.deviceSecretID = try device.identifier()
         if let auth = contents.recoveryAuthentication {
             let key = try unwrapSecret(auth.wrappedKey, kek, KeybagContents.recoveryKeyAD(domainID))
@@ -96,15 +96,16 @@ import ProtectionCrypto
 
     // MARK: Creating
 
-    /// Writes a new keybag holding fresh generation-1 keys of all four classes, its recovery entries authenticated by `recovery`.
+    /// Writes a new keybag holding fresh generation-1 keys of all four classes, its recovery entries authenticated by
+    /// `recovery`, its passphrase KEK bound as `binding` says.
     package static func create(
         id: DomainID, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, device: borrowing DeviceSecret, recovery: borrowing RecoveryKey,
-        at location: DomainLocation, io: any FileIO
+        binding: KeyBinding = .file, at location: DomainLocation, io: any FileIO
     ) throws(ProtectionError) -> Keybag {
         let salt = try crypto { () throws(CryptoError) in try SecureRandom.bytes(PasswordHash.saltSize) }
         let pair = try recovery.sealingKeyPair()
         var bag = Keybag(contents: KeybagContents(domainID: id, kdf: kdf, salt: salt, recoveryPublicKey: pair.publicKey.bytes, entries: []))
-        let kek = try bag.passphraseKEK(passphrase, device)
+        let kek = try bag.newPassphraseKEK(passphrase, device, binding: binding, at: location)
         try bag.authenticateRecovery(with: recovery, kek: kek)
         for c in ProtectionClass.allCases { try bag.add(try ClassKey.generate(c, generation: 1), kek: kek, device: device) }
         try bag.save(location, device, kek: kek, io: io)
@@ -113,12 +114,28 @@ import ProtectionCrypto
 
     // MARK: Keys
 
-    /// Runs Argon2id on `passphrase` with the stored salt and parameters and entangles the result with the device secret.
-    public func passphraseKEK(_ passphrase: borrowing SecretBytes, _ device: borrowing DeviceSecret) throws(ProtectionError) -> SecretBytes {
-        let stretched = try crypto { () throws(CryptoError) in
-            try PasswordHash.deriveKey(passphrase: passphrase, salt: contents.salt, parameters: contents.kdf)
-        }
-        return try device.entangle(stretched, domain: domainID)
+    /// Runs Argon2id on `passphrase` with the stored salt and parameters, passes the result through the keybag's
+    /// binding (the TPM at `location.tpmTCTI` for a TPM-bound keybag) and entangles it with the device secret.
+    /// - Throws: for a TPM-bound keybag, `.wrongPassphrase` (counted by the TPM), `.tpmLockout`, `.wrongTPM`, `.tpmUnavailable`.
+    public func passphraseKEK(_ passphrase: borrowing SecretBytes, _ device: borrowing DeviceSecret, at location: DomainLocation) throws(ProtectionError) -> SecretBytes {
+        let stretched = try stretch(passphrase)
+        return try device.entangle(try bound(stretched, tcti: location.tpmTCTI, keybag: location.keybagPath), domain: domainID)
+    }
+
+    /// The passphrase KEK for contents whose salt was just drawn: binds them anew as `binding` says (a new TPM key
+    /// for `.tpm2`), then derives the KEK as `passphraseKEK` does.
+    package mutating func newPassphraseKEK(
+        _ passphrase: borrowing SecretBytes, _ device: borrowing DeviceSecret, binding: KeyBinding, at location: DomainLocation
+    ) throws(ProtectionError) -> SecretBytes {
+        let stretched = try stretch(passphrase)
+        try rebind(binding, stretched)
+        let tcti = if case .tpm2(let t) = binding { t } else { location.tpmTCTI }
+        return try device.entangle(try bound(stretched, tcti: tcti, keybag: location.keybagPath), domain: domainID)
+    }
+
+    /// Argon2id of `passphrase` with the stored salt and parameters.
+    private func stretch(_ passphrase: borrowing SecretBytes) throws(ProtectionError) -> SecretBytes {
+        try crypto { () throws(CryptoError) in try PasswordHash.deriveKey(passphrase: passphrase, salt: contents.salt, parameters: contents.kdf) }
     }
 
     /// Unwraps every generation of the passphrase classes (A, B, C) with `kek`.

@@ -34,7 +34,7 @@ public final class KeybagFuzzHarness {
         recovery = RecoveryKey(key: try Self.secret(String(repeating: "R", count: 32)))
         recoveryPublicKey = try recovery.sealingKeyPair().publicKey.bytes
         let passphrase = try Self.secret("fuzz")
-        kek = try Self.empty(id, recoveryPublicKey).passphraseKEK(passphrase, device)
+        kek = try Self.empty(id, recoveryPublicKey).passphraseKEK(passphrase, device, at: DomainLocation(home: "/nonexistent", deviceDirectory: "/nonexistent"))
     }
 
     /// `text`'s bytes in locked memory (the fixed secrets).
