@@ -23,6 +23,8 @@ let package = Package(
         // Test rig, not an API: the fuzz harnesses, a product only so that the Fuzz package can link them.
         .library(name: "FuzzHarnesses", targets: ["FuzzHarnesses"]),
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
+        // Protected SQLite databases: a VFS over protected files, and the connection that opens one with a class.
+        .library(name: "DataProtectionSQLite", targets: ["DataProtectionSQLite"]),
         // Secrets and primitives that appear in DataProtection's API (SecretBytes, ClassKey material).
         .library(name: "ProtectionCrypto", targets: ["ProtectionCrypto"]),
         // The kernel keyring, for embedders that manage session keyrings themselves (and the benchmarks).
@@ -46,6 +48,9 @@ let package = Package(
         .systemLibrary(
             name: "CKeyutils", pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]),
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "CShims"),
         // The one lock type (pthread mutex; ThreadSanitizer sees it, unlike Synchronization.Mutex on Linux).
         .target(name: "Locking", exclude: ["README.md"]),
@@ -75,6 +80,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Domain/README.md", "Container/README.md"]),
+        // Protected databases: SQLite's edge (the only importer of CSQLite), on DataProtection's files and SystemLayer.
+        .target(
+            name: "DataProtectionSQLite",
+            dependencies: ["DataProtection", "CSQLite", "Locking", "SystemLayer"],
+            exclude: ["README.md"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -94,7 +104,7 @@ let package = Package(
         // DataProtection's AdmissionProbe; crash-worker and the power-loss tests run the crash scenarios through the
         // file-system seam (package-level initialisers that take `io:`). A plain `swift build` builds these four too.
         // The matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
-        .target(name: "GuaranteeMatrix", dependencies: ["DataProtection"], path: "Tests/Support/GuaranteeMatrix"),
+        .target(name: "GuaranteeMatrix", dependencies: ["DataProtection", "DataProtectionSQLite"], path: "Tests/Support/GuaranteeMatrix"),
         // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
         .executableTarget(name: "guarantee-worker", dependencies: ["GuaranteeMatrix", "DataProtection"], path: "Tests/Support/guarantee-worker"),
         // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
@@ -117,7 +127,7 @@ let package = Package(
             name: "DataProtectionTests",
             dependencies: [
                 "DataProtection", "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
-                "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "FuzzHarnesses", rigs("TestSupport"),
+                "DataProtectionSQLite", "CSQLite", "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "FuzzHarnesses", rigs("TestSupport"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.

@@ -30,6 +30,38 @@ final class ModuleBoundaryTests: XCTestCase {
         XCTAssertEqual(offenders, [], "only SystemLayer may import CShims: add a typed wrapper there and call that")
     }
 
+    /// Each C library has one edge module, its only importer among the modules that ship: CShims → SystemLayer,
+    /// CSodium → ProtectionCrypto, CKeyutils → KernelKeyring, CSQLite → DataProtectionSQLite. SQLite is a C API the
+    /// protected-database VFS must implement (C function pointers, `sqlite3_file` records), so its edge is that module,
+    /// as libsodium's is ProtectionCrypto: the C types stay inside it, and no other module reaches SQLite around the VFS.
+    /// (Verified to fail when DataProtection or the guarantee-matrix rig imports CSQLite, or depends on it in Package.swift.)
+    func testEachCLibraryIsImportedOnlyByItsEdgeModule() throws {
+        let manifest = try PackageManifest(contentsOf: Self.packageRoot.appendingPathComponent("Package.swift"))
+        let shipped = manifest.shippedTargets()
+        XCTAssertTrue(shipped.isSuperset(of: Set(Self.cEdges.keys).union(Self.cEdges.values)), "Package.swift parsed wrongly: \(shipped.sorted())")
+        var offenders: [String] = []
+        for name in shipped.sorted() {
+            let target = try XCTUnwrap(manifest.targets[name])
+            for (c, edge) in Self.cEdges where edge != name && name != c && target.dependencies.contains(c) {
+                offenders.append("Package.swift: target '\(name)' depends on \(c) (only \(edge) may)")
+            }
+            for file in try Self.swiftFiles(in: Self.packageRoot.appendingPathComponent(target.path)) {
+                let text = try String(contentsOf: file, encoding: .utf8)
+                for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                    guard let c = Self.importedModule(line), let edge = Self.cEdges[c], edge != name else { continue }
+                    offenders.append("\(file.path.dropFirst(Self.packageRoot.path.count + 1)):\(i + 1) imports \(c) (only \(edge) may)")
+                }
+            }
+        }
+        print("module boundary: \(Self.cEdges.count) C libraries, each imported only by its edge module; \(offenders.count) other importers")
+        XCTAssertEqual(offenders, [], "a C library is reached outside its edge module: add a typed wrapper there and call that")
+    }
+
+    /// The C modules and their one importer each.
+    static let cEdges: [String: String] = [
+        "CShims": "SystemLayer", "CSodium": "ProtectionCrypto", "CKeyutils": "KernelKeyring", "CSQLite": "DataProtectionSQLite",
+    ]
+
     /// The import check sees every spelling of the import and nothing else.
     func testTheImportCheckRecognisesEverySpelling() {
         for line in ["import CShims", "internal import CShims", "  @_implementationOnly import CShims", "public import CShims // x",
@@ -81,6 +113,10 @@ final class ModuleBoundaryTests: XCTestCase {
             "BundleSeal.swift", "Container.swift", "FileTree.swift", "ProtectionDomain.swift", "ProtectedFiles.swift",
             "DurableFile.swift", "ProtectedFiles+Sweep.swift",
         ]),
+        // The protected-database VFS: its files, locks and `-shm` go through DataProtection and SystemLayer (issue 21).
+        ("DataProtectionSQLite", [
+            "DatabaseError.swift", "DatabaseFile.swift", "DatabaseLocks.swift", "ProtectedDatabase.swift", "ProtectedVFS.swift", "WALIndex.swift",
+        ]),
         ("FileCoordination", [
             "LockSupport.swift", "PresenterDelivery.swift", "PresenterHost.swift", "Rendezvous.swift", "Lease.swift", "ChangeWatcher.swift",
             "CoordinationDomain.swift",
@@ -113,15 +149,21 @@ final class ModuleBoundaryTests: XCTestCase {
     }
 
     static func importsCShims(_ line: Substring) -> Bool {
+        guard let module = importedModule(line) else { return false }
+        return module == "CShims"
+    }
+
+    /// The module an `import` line names (`import struct CShims.x` names CShims), or nil for any other line.
+    static func importedModule(_ line: Substring) -> String? {
         let code = line.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         let words = code.split(whereSeparator: { $0 == " " || $0 == "\t" })
-        guard let at = words.firstIndex(of: "import"), at + 1 < words.count else { return false }
+        guard let at = words.firstIndex(of: "import"), at + 1 < words.count else { return nil }
         guard words[..<at].allSatisfy({ $0.hasPrefix("@") || ["public", "package", "internal", "private", "fileprivate"].contains($0) }) else {
-            return false
+            return nil
         }
         let kinds: Set<Substring> = ["func", "var", "let", "struct", "class", "enum", "protocol", "typealias"]
         let module = kinds.contains(words[at + 1]) && at + 2 < words.count ? words[at + 2] : words[at + 1]
-        return module == "CShims" || module.hasPrefix("CShims.")
+        return String(module.split(separator: ".", maxSplits: 1).first ?? module)
     }
 
     static func swiftFiles(in directory: URL) throws -> [URL] {
