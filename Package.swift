@@ -108,7 +108,9 @@ let package = Package(
         // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
         .executableTarget(name: "guarantee-worker", dependencies: ["GuaranteeMatrix", "DataProtection"], path: "Tests/Support/guarantee-worker"),
         // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
-        .target(name: "CrashScenarios", dependencies: ["DataProtection", "ProtectionCrypto", "SystemLayer"], path: "Tests/Support/CrashScenarios"),
+        .target(
+            name: "CrashScenarios", dependencies: ["DataProtection", "DataProtectionSQLite", "ProtectionCrypto", "SystemLayer"],
+            path: "Tests/Support/CrashScenarios"),
         // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point (through the seam).
         .executableTarget(
             name: "crash-worker", dependencies: ["CrashScenarios", "DataProtection", "SystemLayer"], path: "Tests/Support/crash-worker"),

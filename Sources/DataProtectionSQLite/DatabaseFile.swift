@@ -38,6 +38,11 @@ final class ProtectedDatabaseFile: DatabaseFile {
     var level = SQLITE_LOCK_NONE
     /// The wal-index, mapped at the first `xShmMap`.
     var walIndex: WALIndex?
+    /// For a main database in WAL mode: its connection's WAL, whose chunk journal is committed when the connection
+    /// gives up the WAL write lock (the next writer is another handle, which a hot journal would refuse).
+    weak var wal: ProtectedDatabaseFile?
+    /// Removes this file from the VFS's table of main-database files (set for a main database).
+    var forget: (() -> Void)?
 
     init(handle: ProtectedFileHandle, io: any FileIO, deleteOnClose: Bool) {
         self.handle = handle
@@ -46,6 +51,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func close() -> Int32 {
+        forget?()
         walIndex?.close()
         walIndex = nil
         handle.close()  // commits outstanding changes; the OFD locks go with the descriptor

@@ -119,18 +119,54 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         let path = String(cString: name)
         let writable = flags & SQLITE_OPEN_READWRITE != 0
         let via: ProtectedDataEntryPoint = writable ? .databaseOpen : .databaseOpenReadOnly
-        let handle: ProtectedFileHandle
-        if flags & SQLITE_OPEN_CREATE != 0, flags & SQLITE_OPEN_EXCLUSIVE != 0 || !io.exists(path) {
-            let protection = try protection(of: kind, name, path)
-            do throws(ProtectionError) {
-                handle = try files.create(path, protection: protection, via: via)
-            } catch where error.code == .alreadyExists && flags & SQLITE_OPEN_EXCLUSIVE == 0 {
-                handle = try files.open(path, forWriting: writable, on: via)  // another connection created it meanwhile
-            }
+        let exclusive = flags & SQLITE_OPEN_EXCLUSIVE != 0
+        var handle: ProtectedFileHandle?
+        if flags & SQLITE_OPEN_CREATE != 0, exclusive || !io.exists(path) {
+            handle = try files.createOrAdopt(path, protection: try protection(of: kind, name, path), exclusive: exclusive, via: via)
         } else {
-            handle = try files.open(path, forWriting: writable, on: via)
+            do throws(ProtectionError) {
+                handle = try files.open(path, forWriting: writable, on: via)
+            } catch where error.code == .notProtected && !writable && kind != SQLITE_OPEN_MAIN_DB && isEmptyFile(path) {
+                // A journal or WAL that a crash left empty, opened to see whether it is hot: it is not (nothing in it).
+                return MemoryDatabaseFile()
+            } catch where error.code == .notProtected && writable {
+                // Empty: a crash between a create and its header write left it, or another connection is creating it.
+                handle = try files.createOrAdopt(path, protection: try protection(of: kind, name, path), exclusive: false, via: via)
+            }
         }
-        return ProtectedDatabaseFile(handle: handle, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
+        // nil: another connection made it a protected file first.
+        if handle == nil { handle = try files.open(path, forWriting: writable, on: via) }
+        let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
+        connect(file, kind: kind, name: name)
+        return file
+    }
+
+    /// The main-database files open now, by the address of the name SQLite gave them: each connection's pager has its
+    /// own, and its WAL's name lives in the same allocation (`sqlite3_filename_database` returns that address).
+    private let mainFiles = Locked<[UnsafeRawPointer: Weak]>([:])
+
+    private final class Weak {
+        weak var file: ProtectedDatabaseFile?
+        init(_ f: ProtectedDatabaseFile) { file = f }
+    }
+
+    /// Links a WAL to its connection's main-database file, which commits the WAL's chunk journal when it gives up the
+    /// WAL write lock (`WALIndex.swift`); registers a main-database file for that.
+    private func connect(_ file: ProtectedDatabaseFile, kind: Int32, name: UnsafePointer<CChar>) {
+        if kind == SQLITE_OPEN_MAIN_DB {
+            let key = UnsafeRawPointer(name)
+            mainFiles.withLock { $0[key] = Weak(file) }
+            file.forget = { [weak self] in _ = self?.mainFiles.withLock { $0.removeValue(forKey: key) } }
+        } else if kind == SQLITE_OPEN_WAL {
+            let key = UnsafeRawPointer(sqlite3_filename_database(name)!)
+            mainFiles.withLock { $0[key]?.file }?.wal = file
+        }
+    }
+
+    /// Whether `path` is a regular file of zero bytes (not following a symbolic link).
+    private func isEmptyFile(_ path: String) -> Bool {
+        guard let st = try? io.linkStatus(path) else { return false }
+        return st.st_mode & S_IFMT == S_IFREG && st.st_size == 0
     }
 
     /// The class of a new file: the URI's `protection` for a main database, else that of the main database's header.

@@ -92,8 +92,12 @@ extension ProtectedDatabaseFile {
         guard let index = walIndex else { return DP_IOERR_SHMLOCK }
         let start = WALIndex.lockBase + Int64(offset)
         if flags & SQLITE_SHM_UNLOCK != 0 {
+            var rc = SQLITE_OK
+            if offset == 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal, wal.handle.holdsHotJournal {  // WAL_WRITE_LOCK
+                do throws(ProtectionError) { try wal.handle.sync() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
+            }
             _ = index.file.lock(nil, start: start, length: Int64(count))
-            return SQLITE_OK
+            return rc
         }
         do throws(ProtectionError) { try handle.checkAvailable() } catch { return VFSFailure.record(error, io: DP_IOERR_SHMLOCK) }
         switch index.file.lock(flags & SQLITE_SHM_SHARED != 0 ? .shared : .exclusive, start: start, length: Int64(count)) {
