@@ -160,4 +160,24 @@ final class ProtectedDatabaseTests: DomainTestCase {
             try assertIntegrity(path, domain.files, rows: Int64(2 * perWriter))
         }
     }
+
+    /// A flipped byte in a page of the database gives a clear "tampered" error (raw SQLite: SQLITE_CORRUPT), never rows.
+    func testATamperedPageFailsAuthenticationNotWrongRows() throws {
+        let domain = try unlockedDomain()
+        let path = root + "/tamper.db"
+        let db = try ProtectedDatabase.open(path: path, protection: .none, files: domain.files)
+        try db.execute("CREATE TABLE t(x); BEGIN; " + String(repeating: "INSERT INTO t VALUES (randomblob(200));", count: 300) + " COMMIT")
+        db.close()
+        var bytes = try readBytes(path)
+        bytes[bytes.count / 2] ^= 0x01  // inside some page's chunk
+        try writeBytes(bytes, path)
+        let again = try ProtectedDatabase.open(path: path, protection: .none, files: domain.files)
+        defer { again.close() }
+        XCTAssertThrowsError(try again.rows("SELECT count(*), sum(length(x)) FROM t")) { e in
+            let e = e as! DatabaseError
+            XCTAssertEqual(e.resultCode & 0xff, SQLITE_CORRUPT, e.message)
+            XCTAssertEqual(e.protection?.code, .authenticationFailed, e.message)
+            XCTAssertTrue(e.message.contains("restore it from a backup"), e.message)
+        }
+    }
 }
