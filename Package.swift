@@ -129,7 +129,7 @@ let package = Package(
             name: "DataProtectionTests",
             dependencies: [
                 "DataProtection", "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
-                "DataProtectionSQLite", "CSQLite", "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "FuzzHarnesses", rigs("TestSupport"),
+                "DataProtectionSQLite", "CSQLite", "GuaranteeMatrix", "guarantee-worker", "CrashScenarios", "crash-worker", "FuzzHarnesses", rigs("TestSupport"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.

@@ -5,8 +5,8 @@ import DataProtectionSQLite
 // database, in rollback-journal and WAL modes, killed at every I/O call. Each transaction k inserts six rows of seeded
 // bytes (several pages) and bumps a counter row, so a fresh process can tell whether it is there whole, partly or not.
 extension Scenario {
-    static let databaseTransactions = 8
-    static let rowsPerTransaction = 6
+    public static let databaseTransactions = 8
+    public static let rowsPerTransaction = 6
 
     var database: String { file }
 
