@@ -30,6 +30,8 @@ let package = Package(
         // The protected-file, keybag and journal formats, parsing and encoding only (the fuzzers' entry point).
         .library(name: "DataProtectionFormat", targets: ["DataProtectionFormat"]),
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
+        // Protected SQLite databases: a VFS over protected files, and the connection that opens one with a class.
+        .library(name: "DataProtectionSQLite", targets: ["DataProtectionSQLite"]),
         // Secrets and primitives that appear in DataProtection's API (SecretBytes, ClassKey material).
         .library(name: "ProtectionCrypto", targets: ["ProtectionCrypto"]),
         // The kernel keyring, for embedders that manage session keyrings themselves (and the benchmarks).
@@ -60,6 +62,9 @@ let package = Package(
         .systemLibrary(
             name: "CTSS2", pkgConfig: "tss2-esys",
             providers: [.apt(["libtss2-dev"])]),
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "CShims"),
         // The one lock type (pthread mutex; ThreadSanitizer sees it, unlike Synchronization.Mutex on Linux).
         .target(name: "Locking", exclude: ["README.md"]),
@@ -114,6 +119,11 @@ let package = Package(
                 "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["README.md"]),
+        // Protected databases: SQLite's edge (the only importer of CSQLite), on the protected-file layer and SystemLayer.
+        .target(
+            name: "DataProtectionSQLite",
+            dependencies: ["DataProtection", "DataProtectionKeys", "DataProtectionFiles", "CSQLite", "Locking", "SystemLayer"],
+            exclude: ["README.md"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -136,7 +146,8 @@ let package = Package(
             name: "DataProtectionTests",
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionContainers", "DataProtectionFormat", "ProtectionCrypto",
-                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", "TPMBinding", rigs("TestSupport"), rigs("GuaranteeMatrix"), rigs("CrashScenarios"), rigs("FuzzHarnesses"),
+                "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", "TPMBinding", "DataProtectionSQLite", "CSQLite",
+                rigs("TestSupport"), rigs("GuaranteeMatrix"), rigs("CrashScenarios"), rigs("FuzzHarnesses"),
             ],
             resources: [.copy("Fixtures")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.

@@ -303,7 +303,7 @@ public final class ProtectedFiles: Sendable {
     /// The header of a new file of class `protection` (its key still to be wrapped), and the class key's generation.
     ///
     /// Refused before anything is created when the options are invalid or the class is locked already; `admit` checks again.
-    private func newHeader(_ path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) -> (FileHeader, UInt32) {
+    func newHeader(_ path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) -> (FileHeader, UInt32) {
         guard let shift = options.chunkShift else {
             throw ProtectionError(.invalidArgument, "unable to create '\(path)': chunk size \(options.chunkSize) is not a power of two from 4 KiB to 16 MiB", path: path)
         }
@@ -324,7 +324,7 @@ public final class ProtectedFiles: Sendable {
     ///
     /// - Parameter remove: removes the new file; called on failure, before `fd` is closed (a replace's lock goes with it).
     /// A replace's temporary file is not `journaled`: the rename makes it atomic.
-    private func newFile(
+    func newFile(
         _ fd: Int32, header: FileHeader, generation: UInt32, path: String, journaled: Bool, via: ProtectedDataEntryPoint, remove: () -> Void
     ) throws(ProtectionError) -> ProtectedFileHandle {
         var header = header

@@ -42,6 +42,11 @@ public enum ProtectedDataEntryPoint: Int, CaseIterable, Sendable, CustomStringCo
     case preferencesRead
     /// `Preferences` writes (`set`, `update`, `removeValue`).
     case preferencesWrite
+    /// `ProtectedDatabase.open(path:protection:files:)` and a URI open through the `dataprotection` VFS: a read-write
+    /// database connection (DataProtectionSQLite), whose main file, journal and WAL are protected files.
+    case databaseOpen
+    /// `ProtectedDatabase.open(path:protection:files:readOnly: true)` (or `mode=ro`): a read-only database connection.
+    case databaseOpenReadOnly
 
     /// The API it stands for, as the matrix prints it.
     public var description: String {
@@ -62,6 +67,8 @@ public enum ProtectedDataEntryPoint: Int, CaseIterable, Sendable, CustomStringCo
         case .containerOpen: "container.open"
         case .preferencesRead: "preferences.read"
         case .preferencesWrite: "preferences.write"
+        case .databaseOpen: "database.open"
+        case .databaseOpenReadOnly: "database.open(readOnly:)"
         }
     }
 

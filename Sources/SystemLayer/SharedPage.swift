@@ -55,7 +55,7 @@ public final class SharedPage: @unchecked Sendable {  // the mapping is immutabl
     deinit { munmap(base, size) }
 
     /// Creates the page file, or opens the one there, through the one safe open.
-    private static func openPage(_ path: String, mode: mode_t) throws(Failure) -> Int32 {
+    static func openPage(_ path: String, mode: mode_t) throws(Failure) -> Int32 {
         let io = SystemFileIO()
         while true {
             do throws(OwnedFileFailure) {

@@ -32,7 +32,8 @@ final class ModuleBoundaryTests: XCTestCase {
 
     /// Each C library has exactly one importer, which fences it (no C type in its API): CShims → SystemLayer, CSodium and
     /// COpenSSL → ProtectionCrypto (OpenSSL's libcrypto in its GCMContexts.swift only), CKeyutils → KernelKeyring, CTSS2
-    /// (tpm2-tss) → TPMBinding. No other target of the package (library, executable or rig kept in this package) lists one
+    /// (tpm2-tss) → TPMBinding, CSQLite → DataProtectionSQLite (the VFS implements SQLite's C contract, so that module is
+    /// SQLite's edge). No other target of the package (library, executable or rig kept in this package) lists one
     /// among its dependencies or imports it in a Swift file.
     func testEachCLibraryHasOneImporter() throws {
         let manifest = try PackageManifest(contentsOf: Self.packageRoot.appendingPathComponent("Package.swift"))
@@ -110,6 +111,10 @@ final class ModuleBoundaryTests: XCTestCase {
             "BackupPolicy.swift", "ConfinedFileIO.swift", "Confinement.swift", "InUseLock.swift", "Preferences.swift", "Purge.swift",
             "BundleSeal.swift", "Container.swift",
         ]),
+        // The protected-database VFS: its files, locks and `-shm` go through DataProtection and SystemLayer (issue 21).
+        ("DataProtectionSQLite", [
+            "DatabaseError.swift", "DatabaseFile.swift", "DatabaseLocks.swift", "ProtectedDatabase.swift", "ProtectedVFS.swift", "WALIndex.swift",
+        ]),
         ("FileCoordination", [
             "LockSupport.swift", "PresenterDelivery.swift", "PresenterHost.swift", "Rendezvous.swift", "Lease.swift", "ChangeWatcher.swift",
             "CoordinationDomain.swift",
@@ -144,6 +149,7 @@ final class ModuleBoundaryTests: XCTestCase {
     /// Which module each C library may be imported by (its fence).
     static let cLibraryOwners = [
         "CShims": "SystemLayer", "CSodium": "ProtectionCrypto", "COpenSSL": "ProtectionCrypto", "CKeyutils": "KernelKeyring", "CTSS2": "TPMBinding",
+        "CSQLite": "DataProtectionSQLite",
     ]
     /// Inside its owner, the one file a C library may be imported by, where one file is its whole fence.
     static let cLibraryFiles = ["COpenSSL": "GCMContexts.swift"]

@@ -35,6 +35,8 @@ final class CrashHarnessTests: XCTestCase {
     func testUnprotectTree() throws { try crash("unprotect-tree") }
     func testPassphraseChange() throws { try crash("passphrase-change") }
     func testRotation() throws { try crash("rotate") }
+    func testDatabaseRollbackJournal() throws { try crash("database-rollback") }
+    func testDatabaseWAL() throws { try crash("database-wal") }
 
     /// What one killed run printed.
     struct Killed {
@@ -77,6 +79,7 @@ final class CrashHarnessTests: XCTestCase {
             }
             trials += 1
         }
+        if let split = dry.lines.first(where: { $0.hasPrefix("IOSPLIT ") }) { print("crash \(op): dry run \(count) I/O calls, \(micros) µs, \(split.dropFirst(8))") }
         print("crash \(op): \(count) I/O calls; \(count) kill points × 1 + \(randomTrials) random-time kills (\(notKilled) finished first) = \(trials) trials, torn \(torn), lost-acked \(lost), litter \(litter)")
         XCTAssertEqual(failures, [], "\(op): \(failures.count) of \(trials) crashed trials break an invariant", file: file, line: line)
     }

@@ -61,12 +61,14 @@ let package = Package(
             name: "FuzzHarnesses", dependencies: [library("DataProtection"), library("DataProtectionFormat"), library("ProtectionCrypto")],
             path: "FuzzHarnesses"),
         // The matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
-        .target(name: "GuaranteeMatrix", dependencies: [library("DataProtection")], path: "GuaranteeMatrix"),
+        .target(name: "GuaranteeMatrix", dependencies: [library("DataProtection"), library("DataProtectionSQLite")], path: "GuaranteeMatrix"),
         // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
         .executableTarget(
             name: "guarantee-worker", dependencies: ["GuaranteeMatrix", library("DataProtection")], path: "guarantee-worker"),
         // The crash harness's operations and invariants (issue 8), shared by crash-worker and the power-loss tests.
-        .target(name: "CrashScenarios", dependencies: [library("DataProtection"), library("ProtectionCrypto")], path: "CrashScenarios"),
+        .target(
+            name: "CrashScenarios", dependencies: [library("DataProtection"), library("DataProtectionSQLite"), library("ProtectionCrypto")],
+            path: "CrashScenarios"),
         // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point (through the seam).
         .executableTarget(name: "crash-worker", dependencies: ["CrashScenarios", library("DataProtection")], path: "crash-worker"),
     ]

@@ -16,6 +16,10 @@ public enum CrashOp: String, CaseIterable, Sendable {
     case unprotectTree = "unprotect-tree"
     case passphraseChange = "passphrase-change"
     case rotate
+    /// A protected SQLite database: a stream of transactions in rollback-journal mode (DatabaseScenario.swift).
+    case databaseRollback = "database-rollback"
+    /// The same in WAL mode, checkpointing every 10 pages.
+    case databaseWAL = "database-wal"
 }
 
 extension CrashOp {
@@ -27,6 +31,7 @@ extension CrashOp {
         case .truncate: Scenario.truncateSizes.count
         case .protectTree, .unprotectTree: 5
         case .atomicWrite, .passphraseChange, .rotate: 1
+        case .databaseRollback, .databaseWAL: Scenario.databaseTransactions
         }
     }
 }
@@ -94,6 +99,8 @@ public struct Scenario: Sendable {
                 if op == .rotate { try d.files.write(bytes, to: path, protection: .complete) } else { try writePlain(bytes, path) }
                 if op == .unprotectTree { try d.files.protectInPlace(path, as: .complete) }
             }
+        case .databaseRollback, .databaseWAL:
+            try prepareDatabase(d)
         }
     }
 
@@ -148,6 +155,8 @@ public struct Scenario: Sendable {
         case .rotate:
             _ = try d.rotate(.complete, paths: [data + "/t"], passphrase: try SecretBytes(utf8: Self.oldPassphrase))
             ack(1)
+        case .databaseRollback, .databaseWAL:
+            try runDatabase(d, ack: ack)
         }
     }
 
@@ -179,6 +188,7 @@ public struct Scenario: Sendable {
             case .atomicWrite: checkWhole(d, Self.states(op), acked: acked, &v)
             case .inPlaceWrites, .truncate: checkChunks(d, Self.states(op), acked: acked, &v)
             case .append: checkAppend(d, acked: acked, &v)
+            case .databaseRollback, .databaseWAL: verifyDatabase(d, acked: acked, &v)
             default: checkTree(d, acked: acked, &v)
             }
         }
@@ -355,6 +365,9 @@ public struct Scenario: Sendable {
         var out: [String] = []
         let expectedData: Set<String> = switch op {
         case .protectTree, .unprotectTree, .rotate: ["t", "t/a", "t/b", "t/c", "t/sub", "t/sub/d", "t/sub/e"]
+        // SQLite's own files: a journal that is not hot (SQLite left it empty, as with its unix VFS: the next write
+        // transaction reuses it), a WAL and its index. The library's temporaries and chunk journals are still litter.
+        case .databaseRollback, .databaseWAL: ["f", "f-journal", "f-wal", "f-shm"]
         default: ["f"]
         }
         let owned: [(String, Set<String>)] = [(location.home, ["keybag"]), (location.deviceDirectory, ["\(d.id).secret"]), (data, expectedData)]

@@ -2,6 +2,7 @@
 // one driver per ProtectedDataEntryPoint, chosen by an exhaustive switch, so a new entry point does not compile
 // here until it has a driver.
 @_spi(Testing) import DataProtection
+import DataProtectionSQLite
 import Foundation
 
 #if canImport(Glibc)
@@ -63,7 +64,9 @@ public struct MatrixCell: Sendable, CustomStringConvertible {
     static let createsOnly: Set<ProtectedDataEntryPoint> = [.filesWrite, .filesWriteStream, .filesCreate, .filesProtect, .containerWrite, .containerCreate]
 
     /// Whether the entry point hands the caller a handle (the lock then falls between open and use).
-    public var opensHandle: Bool { [.filesCreate, .filesOpen, .filesOpenForWriting, .containerCreate, .containerOpen].contains(entry) }
+    public var opensHandle: Bool {
+        [.filesCreate, .filesOpen, .filesOpenForWriting, .containerCreate, .containerOpen, .databaseOpen, .databaseOpenReadOnly].contains(entry)
+    }
 }
 
 /// The places one run of the matrix works in: a domain's files directory and one container per class.
@@ -122,20 +125,24 @@ public struct MatrixFixture: Sendable {
             try containers[c]!.write(p, to: containerPath(cell), protection: c)
         case .preferencesRead, .preferencesWrite:
             try containers[c]!.preferences(named: cell.name).set(p, forKey: preferencesKey)
+        case .databaseOpen, .databaseOpenReadOnly:
+            try MatrixDatabase.prepare(filePath(cell), protection: c, plaintext: p, files: domain.files, wal: cell.entry == .databaseOpen)
         case .filesWrite, .filesCreate, .containerWrite, .containerCreate:
             break
         }
     }
 
     /// The first half of a handle entry point: opens (or creates) the handle. Nil for whole-file entry points.
-    public func open(_ cell: MatrixCell) throws -> ProtectedFileHandle? {
+    public func open(_ cell: MatrixCell) throws -> MatrixHandle? {
         let c = cell.protection
         switch cell.entry {
-        case .filesCreate: return try domain.files.create(filePath(cell), protection: c)
-        case .filesOpen: return try domain.files.open(filePath(cell))
-        case .filesOpenForWriting: return try domain.files.open(filePath(cell), forWriting: true)
-        case .containerCreate: return try containers[c]!.create(containerPath(cell), protection: c)
-        case .containerOpen: return try containers[c]!.open(containerPath(cell))
+        case .filesCreate: return .file(try domain.files.create(filePath(cell), protection: c))
+        case .filesOpen: return .file(try domain.files.open(filePath(cell)))
+        case .filesOpenForWriting: return .file(try domain.files.open(filePath(cell), forWriting: true))
+        case .containerCreate: return .file(try containers[c]!.create(containerPath(cell), protection: c))
+        case .containerOpen: return .file(try containers[c]!.open(containerPath(cell)))
+        case .databaseOpen, .databaseOpenReadOnly:
+            return .database(try MatrixDatabase.open(filePath(cell), protection: c, files: domain.files, readOnly: cell.entry == .databaseOpenReadOnly))
         case .filesWrite, .filesWriteStream, .filesRead, .filesReadStream, .filesRewrap, .filesProtect, .filesUnprotect,
              .containerWrite, .containerRead, .preferencesRead, .preferencesWrite:
             return nil
@@ -143,17 +150,21 @@ public struct MatrixFixture: Sendable {
     }
 
     /// The rest of the cell: uses the handle, or makes the whole-file call. Returns the plaintext it read, if any.
-    public func use(_ cell: MatrixCell, _ handle: ProtectedFileHandle?) throws -> [UInt8]? {
+    public func use(_ cell: MatrixCell, _ opened: MatrixHandle?) throws -> [UInt8]? {
         let c = cell.protection, w = Self.written(cell)
         switch cell.entry {
         case .filesCreate, .containerCreate, .filesOpenForWriting:
-            defer { handle!.close() }
-            try handle!.write(w, at: 0)
-            try handle!.sync()
+            let handle = opened!.file
+            defer { handle.close() }
+            try handle.write(w, at: 0)
+            try handle.sync()
             return nil
         case .filesOpen, .containerOpen:
-            defer { handle!.close() }
-            return try handle!.read(at: 0, count: Int(try handle!.size))
+            let handle = opened!.file
+            defer { handle.close() }
+            return try handle.read(at: 0, count: Int(try handle.size))
+        case .databaseOpen: try MatrixDatabase.insert(w, into: opened!.database); return nil
+        case .databaseOpenReadOnly: return try MatrixDatabase.firstRow(of: opened!.database)
         case .filesWrite: try domain.files.write(w, to: filePath(cell), protection: c); return nil
         case .filesWriteStream:
             let fd = Glibc.open(filePath(cell) + ".input", O_RDONLY)
@@ -192,7 +203,9 @@ public struct MatrixFixture: Sendable {
     /// Returns a description of what is wrong, or nil.
     public func verify(_ cell: MatrixCell, _ outcome: CellOutcome, read: [UInt8]?) throws -> String? {
         let c = cell.protection, p = Self.plaintext(cell), w = Self.written(cell)
-        let reads: Set<ProtectedDataEntryPoint> = [.filesRead, .filesReadStream, .filesOpen, .containerRead, .containerOpen, .preferencesRead, .filesUnprotect]
+        let reads: Set<ProtectedDataEntryPoint> = [
+            .filesRead, .filesReadStream, .filesOpen, .containerRead, .containerOpen, .preferencesRead, .filesUnprotect, .databaseOpenReadOnly,
+        ]
         if outcome == .works, reads.contains(cell.entry), read != p { return "read \(read?.count ?? -1) bytes, not the file's \(p.count)" }
         if outcome == .locked, let read, !read.isEmpty { return "returned \(read.count) bytes of plaintext after lock" }
         let litter = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix(".") }
@@ -229,6 +242,9 @@ public struct MatrixFixture: Sendable {
         case .preferencesWrite:
             let got = try containers[c]!.preferences(named: cell.name).data(forKey: preferencesKey)
             return got == (outcome == .works ? w : p) ? nil : "the preferences hold \(got?.count ?? -1) bytes"
+        case .databaseOpen, .databaseOpenReadOnly:
+            let expect = cell.entry == .databaseOpen && outcome == .works ? [p, w] : [p]
+            return try MatrixDatabase.check(filePath(cell), files: domain.files, holds: expect)
         }
     }
 }

@@ -28,6 +28,12 @@ final class KillingIO: FileIO {
     let count = Atomic<Int>(0)
     /// Whether a rollback journal (`.<name>.dpjournal`) was created: in-place writes are crash-safe only with one.
     let journaled = Atomic<Bool>(false)
+    /// The measurement behind the database's chunk-journal decision (FORMAT.md, "Protected databases"): counted calls
+    /// and fsyncs in all, and those on chunk-journal sidecars (descriptors opened on a `.dpjournal` name).
+    let fsyncs = Atomic<Int>(0), journalCalls = Atomic<Int>(0), journalFsyncs = Atomic<Int>(0)
+    let journalDescriptors = Mutex<Set<Int32>>([])
+
+    func onJournal(_ fd: Int32) -> Bool { journalDescriptors.withLock { $0.contains(fd) } }
 
     init(killAfter: Int?) { self.killAfter = killAfter }
 
@@ -39,21 +45,42 @@ final class KillingIO: FileIO {
 
     func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
         let fd = try real.open(path, flags: flags, mode: mode)
-        if path.hasSuffix(".dpjournal") { journaled.store(true, ordering: .relaxed) }
+        if path.hasSuffix(".dpjournal") {
+            journaled.store(true, ordering: .relaxed)
+            journalDescriptors.withLock { _ = $0.insert(fd) }
+            if flags & O_CREAT != 0 { journalCalls.add(1, ordering: .relaxed) }
+        }
         if flags & O_CREAT != 0 { counted() }
         return fd
     }
-    func close(_ fd: Int32) { real.close(fd) }
+    func close(_ fd: Int32) {
+        journalDescriptors.withLock { _ = $0.remove(fd) }
+        real.close(fd)
+    }
     func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pread(fd, into: b, at: o) }
     func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int {
+        if onJournal(fd) { journalCalls.add(1, ordering: .relaxed) }
         defer { counted() }
         return try real.pwrite(fd, from: b, at: o)
     }
-    func fsync(_ fd: Int32) throws(SystemError) { try real.fsync(fd); counted() }
-    func ftruncate(_ fd: Int32, to s: Int64) throws(SystemError) { try real.ftruncate(fd, to: s); counted() }
+    func fsync(_ fd: Int32) throws(SystemError) {
+        try real.fsync(fd)
+        fsyncs.add(1, ordering: .relaxed)
+        if onJournal(fd) { journalCalls.add(1, ordering: .relaxed); journalFsyncs.add(1, ordering: .relaxed) }
+        counted()
+    }
+    func ftruncate(_ fd: Int32, to s: Int64) throws(SystemError) {
+        try real.ftruncate(fd, to: s)
+        if onJournal(fd) { journalCalls.add(1, ordering: .relaxed) }
+        counted()
+    }
     func size(_ fd: Int32) throws(SystemError) -> Int64 { try real.size(fd) }
     func rename(_ a: String, to b: String) throws(SystemError) { try real.rename(a, to: b); counted() }
-    func unlink(_ p: String) throws(SystemError) { try real.unlink(p); counted() }
+    func unlink(_ p: String) throws(SystemError) {
+        try real.unlink(p)
+        if p.hasSuffix(".dpjournal") { journalCalls.add(1, ordering: .relaxed) }
+        counted()
+    }
     func openAt(_ dir: Int32, _ name: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
         let fd = try real.openAt(dir, name, flags: flags, mode: mode)
         if flags & O_CREAT != 0 { counted() }
@@ -106,6 +133,7 @@ case "run":
         let elapsed = clock.now - start
         say("IOOPS \(io.count.load(ordering: .relaxed))")
         say("JOURNALED \(io.journaled.load(ordering: .relaxed))")
+        say("IOSPLIT fsyncs=\(io.fsyncs.load(ordering: .relaxed)) chunk-journal-calls=\(io.journalCalls.load(ordering: .relaxed)) chunk-journal-fsyncs=\(io.journalFsyncs.load(ordering: .relaxed))")
         say("ELAPSED_US \(elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000)")
     } catch { fail("run \(op.rawValue): \(error)") }
 case "verify":

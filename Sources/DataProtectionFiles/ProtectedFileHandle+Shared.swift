@@ -1,0 +1,36 @@
+import DataProtectionFormat
+import DataProtectionKeys
+import SystemLayer
+
+// What a handle needs when other handles (other connections, other processes) change the same file between its calls,
+// as a database's connections do under SQLite's own locks: the descriptor those locks go on, and a way to forget what
+// the handle remembers of the file.
+extension ProtectedFileHandle {
+    /// The descriptor SQLite's byte-range locks are taken on (OFD locks: one set per handle; -1 once closed).
+    package var lockDescriptor: Int32 { descriptor }
+
+    /// Takes the size from the file again and forgets the kept last chunk, after another handle may have written it.
+    ///
+    /// Call it once the caller's own lock excludes writers (SQLite: on taking a shared lock, at the start of a WAL read
+    /// transaction, before reading past the size this handle knows). The size is authenticated by the next read of the
+    /// last chunk, whose "last" flag a truncation or extension by anyone without the key cannot forge.
+    /// - Throws: `.locked` once the class key was withdrawn; `.authenticationFailed` when the size fits no valid file.
+    package func reloadAfterOtherWriters() throws(ProtectionError) {
+        try state.withLock { (st) throws(ProtectionError) in
+            _ = try live(&st, "read")
+            try refreshSize(&st)
+        }
+    }
+
+    /// Throws `.locked` when the handle's class was locked (its keys are wiped then), and gets keys again after an unlock.
+    ///
+    /// The check a database makes at the start of every statement, which SQLite may answer from its page cache without
+    /// reading the file.
+    package func checkAvailable() throws(ProtectionError) {
+        try state.withLock { (st) throws(ProtectionError) in _ = try live(&st, "use") }
+    }
+
+    /// Whether the handle's rollback journal is hot: it changed committed chunks since its last `sync()`. A database
+    /// commits before it gives up its write lock, so the next writer (another handle) can start a journal of its own.
+    package var holdsHotJournal: Bool { state.withLock { $0.journal?.hot == true } }
+}

@@ -1,0 +1,186 @@
+internal import CSQLite
+import DataProtection
+import SystemLayer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A file SQLite opened through the VFS: the calls of `sqlite3_io_methods`, each returning SQLite's result code.
+///
+/// Two kinds: `ProtectedDatabaseFile` (the main database, its journal, WAL and super-journal) and `MemoryDatabaseFile`
+/// (SQLite's temporary files, which never touch the disk).
+class DatabaseFile {
+    func close() -> Int32 { SQLITE_OK }
+    func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 { DP_IOERR_READ }
+    func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 { DP_IOERR_WRITE }
+    func truncate(to size: Int64) -> Int32 { DP_IOERR_TRUNCATE }
+    func sync() -> Int32 { SQLITE_OK }
+    func size(_ out: inout Int64) -> Int32 { DP_IOERR_FSTAT }
+    func lock(_ level: Int32) -> Int32 { SQLITE_OK }
+    func unlock(_ level: Int32) -> Int32 { SQLITE_OK }
+    func checkReservedLock(_ out: inout Int32) -> Int32 { out = 0; return SQLITE_OK }
+    func shmMap(_ region: Int, size: Int, extend: Bool, _ out: inout UnsafeMutableRawPointer?) -> Int32 { DP_IOERR_SHMMAP }
+    func shmLock(offset: Int, count: Int, flags: Int32) -> Int32 { DP_IOERR_SHMLOCK }
+    func shmUnmap(delete: Bool) -> Int32 { SQLITE_OK }
+}
+
+/// A database file that is a protected file: every page read is authenticated, every page write re-sealed.
+///
+/// Pages and chunks are both 4 KiB, so a page write is one chunk write. The handle's rollback journal stays on (FORMAT.md
+/// §6.7 and "Protected databases"): it is what keeps the chunk layout's last-chunk flag and size consistent across a crash
+/// in the middle of an append, which SQLite's own journal does not cover.
+final class ProtectedDatabaseFile: DatabaseFile {
+    let handle: ProtectedFileHandle
+    let io: any FileIO
+    let deleteOnClose: Bool
+    /// SQLite's lock level on this file (`SQLITE_LOCK_*`), held as OFD locks on the handle's descriptor.
+    var level = SQLITE_LOCK_NONE
+    /// The wal-index, mapped at the first `xShmMap`.
+    var walIndex: WALIndex?
+    /// For a main database in WAL mode: its connection's WAL, whose chunk journal is committed when the connection
+    /// gives up the WAL write lock (the next writer is another handle, which a hot journal would refuse).
+    weak var wal: ProtectedDatabaseFile?
+    /// Removes this file from the VFS's table of main-database files (set for a main database).
+    var forget: (() -> Void)?
+
+    init(handle: ProtectedFileHandle, io: any FileIO, deleteOnClose: Bool) {
+        self.handle = handle
+        self.io = io
+        self.deleteOnClose = deleteOnClose
+    }
+
+    override func close() -> Int32 {
+        forget?()
+        walIndex?.close()
+        walIndex = nil
+        handle.close()  // commits outstanding changes; the OFD locks go with the descriptor
+        if deleteOnClose { try? io.unlink(handle.path) }
+        return SQLITE_OK
+    }
+
+    /// Reads; a short read (past the end) is zero-filled as SQLite requires.
+    ///
+    /// Another connection may have grown the file, or re-sealed the chunk that was last (its flag changes when the file
+    /// grows) since this handle learnt the size: a read that meets the end or fails authentication takes the size from
+    /// the file again and is tried once more. A chunk that still fails is tampered with: `SQLITE_CORRUPT`, no byte of it.
+    override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        do throws(ProtectionError) {
+            var n: Int
+            do throws(ProtectionError) {
+                n = try handle.read(into: buffer, at: offset)
+            } catch where error.code == .authenticationFailed {
+                try handle.reloadAfterOtherWriters()
+                n = try handle.read(into: buffer, at: offset)
+            }
+            if n < buffer.count {
+                try handle.reloadAfterOtherWriters()
+                n = try handle.read(into: buffer, at: offset)
+            }
+            guard n < buffer.count else { return SQLITE_OK }
+            UnsafeMutableRawBufferPointer(rebasing: buffer[n...]).initializeMemory(as: UInt8.self, repeating: 0)
+            return DP_IOERR_SHORT_READ
+        } catch {
+            wipe(buffer)
+            return VFSFailure.record(error, io: DP_IOERR_READ)
+        }
+    }
+
+    override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        do throws(ProtectionError) { try handle.write(buffer, at: offset) } catch { return VFSFailure.record(error, io: DP_IOERR_WRITE) }
+        return SQLITE_OK
+    }
+
+    override func truncate(to size: Int64) -> Int32 {
+        do throws(ProtectionError) { try handle.truncate(to: size) } catch { return VFSFailure.record(error, io: DP_IOERR_TRUNCATE) }
+        return SQLITE_OK
+    }
+
+    override func sync() -> Int32 {
+        do throws(ProtectionError) { try handle.sync() } catch { return VFSFailure.record(error, io: DP_IOERR_FSYNC) }
+        return SQLITE_OK
+    }
+
+    override func size(_ out: inout Int64) -> Int32 {
+        do throws(ProtectionError) { out = try handle.size } catch { return VFSFailure.record(error, io: DP_IOERR_FSTAT) }
+        return SQLITE_OK
+    }
+
+    // SQLite's locks (DatabaseLocks.swift) and the wal-index (WALIndex.swift).
+    override func lock(_ level: Int32) -> Int32 { lockUp(to: level) }
+    override func unlock(_ level: Int32) -> Int32 { unlockDown(to: level) }
+    override func checkReservedLock(_ out: inout Int32) -> Int32 { reservedLockHeld(&out) }
+    override func shmMap(_ region: Int, size: Int, extend: Bool, _ out: inout UnsafeMutableRawPointer?) -> Int32 {
+        mapWALIndex(region, size: size, extend: extend, &out)
+    }
+    override func shmLock(offset: Int, count: Int, flags: Int32) -> Int32 { lockWALIndex(offset: offset, count: count, flags: flags) }
+    override func shmUnmap(delete: Bool) -> Int32 { unmapWALIndex(delete: delete) }
+
+    private func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
+    }
+}
+
+/// One of SQLite's temporary files (sorts, temporary tables, statement journals): kept in memory, never on disk, since
+/// it holds rows in plaintext; wiped when SQLite closes it. Private to one connection, so its locks are no-ops.
+final class MemoryDatabaseFile: DatabaseFile {
+    private var bytes: UnsafeMutableRawBufferPointer = .init(start: nil, count: 0)
+    private var count = 0
+
+    override func close() -> Int32 {
+        if let base = bytes.baseAddress {
+            base.initializeMemory(as: UInt8.self, repeating: 0, count: bytes.count)
+            bytes.deallocate()
+        }
+        bytes = .init(start: nil, count: 0)
+        count = 0
+        return SQLITE_OK
+    }
+
+    override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        let start = Int(min(offset, Int64(count))), n = min(buffer.count, count - start)
+        if n > 0 { buffer.baseAddress!.copyMemory(from: bytes.baseAddress! + start, byteCount: n) }
+        guard n < buffer.count else { return SQLITE_OK }
+        UnsafeMutableRawBufferPointer(rebasing: buffer[max(n, 0)...]).initializeMemory(as: UInt8.self, repeating: 0)
+        return DP_IOERR_SHORT_READ
+    }
+
+    override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        let end = Int(offset) + buffer.count
+        guard reserve(end) else { return DP_IOERR_NOMEM }
+        if Int(offset) > count { (bytes.baseAddress! + count).initializeMemory(as: UInt8.self, repeating: 0, count: Int(offset) - count) }
+        (bytes.baseAddress! + Int(offset)).copyMemory(from: buffer.baseAddress!, byteCount: buffer.count)
+        count = max(count, end)
+        return SQLITE_OK
+    }
+
+    override func truncate(to size: Int64) -> Int32 {
+        let n = Int(size)
+        if n < count { (bytes.baseAddress! + n).initializeMemory(as: UInt8.self, repeating: 0, count: count - n) }
+        else if n > count {
+            guard reserve(n) else { return DP_IOERR_NOMEM }
+            (bytes.baseAddress! + count).initializeMemory(as: UInt8.self, repeating: 0, count: n - count)
+        }
+        count = n
+        return SQLITE_OK
+    }
+
+    override func size(_ out: inout Int64) -> Int32 {
+        out = Int64(count)
+        return SQLITE_OK
+    }
+
+    /// Grows the buffer to hold `n` bytes (doubling), wiping the old one; false past 1 GiB.
+    private func reserve(_ n: Int) -> Bool {
+        guard n > bytes.count else { return true }
+        guard n <= 1 << 30 else { return false }
+        let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: max(n, bytes.count * 2, 64 * 1024), alignment: 16)
+        if let old = bytes.baseAddress {
+            grown.baseAddress!.copyMemory(from: old, byteCount: count)
+            old.initializeMemory(as: UInt8.self, repeating: 0, count: bytes.count)
+            bytes.deallocate()
+        }
+        bytes = grown
+        return true
+    }
+}

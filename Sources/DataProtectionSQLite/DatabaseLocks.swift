@@ -1,0 +1,101 @@
+internal import CSQLite
+import DataProtection
+import SystemLayer
+
+/// SQLite's five lock levels as OFD byte-range locks on the protected file's own descriptor, at the bytes the unix VFS
+/// uses (os_unix.c): the pending byte at 1 GiB, the reserved byte after it, then 510 shared bytes.
+///
+/// Why OFD locks on the handle's descriptor rather than the unix VFS's methods: those keep classic POSIX locks, which
+/// belong to the process and vanish when *any* descriptor of the file closes — and the protected file layer opens and
+/// closes descriptors of its own (the handle's, a recovery's). OFD locks belong to one open file description: each
+/// connection's handle has its own, so they exclude other connections in this process (other threads) and in other
+/// processes alike, need no per-inode bookkeeping, and die with the descriptor, including when the process is killed.
+/// The locks are advisory and sit past any page SQLite reads through this file, as in the unix VFS.
+extension ProtectedDatabaseFile {
+    static let pendingByte: Int64 = 0x4000_0000
+    static let reservedByte = pendingByte + 1
+    static let sharedFirst = pendingByte + 2
+    static let sharedSize: Int64 = 510
+
+    /// `xLock`: raises the lock to `want` (SHARED, RESERVED or EXCLUSIVE; SQLite never asks for PENDING itself).
+    ///
+    /// Every raise first checks the class: a `complete` database whose class was locked fails here, before SQLite
+    /// looks at its page cache, with `SQLITE_AUTH`. On taking SHARED the handle forgets what it knew of the file, which
+    /// another connection may have changed since this one last held a lock (as SQLite itself re-checks its cache).
+    func lockUp(to want: Int32) -> Int32 {
+        guard want > level else { return SQLITE_OK }
+        do throws(ProtectionError) { try handle.checkAvailable() } catch { return VFSFailure.record(error, io: DP_IOERR_LOCK) }
+        let fd = handle.lockDescriptor
+        func take(_ kind: OFDLock.Kind?, _ start: Int64, _ length: Int64) -> Int32 {
+            switch OFDLock.trySet(fd: fd, kind, start: start, length: length) {
+            case .done: SQLITE_OK
+            case .wouldBlock: SQLITE_BUSY
+            case .failed: DP_IOERR_LOCK
+            }
+        }
+        switch want {
+        case SQLITE_LOCK_SHARED:
+            // A writer waiting for EXCLUSIVE holds the pending byte: new readers stay out until it is done.
+            var rc = take(.shared, Self.pendingByte, 1)
+            guard rc == SQLITE_OK else { return rc }
+            rc = take(.shared, Self.sharedFirst, Self.sharedSize)
+            _ = take(nil, Self.pendingByte, 1)
+            guard rc == SQLITE_OK else { return rc }
+            level = SQLITE_LOCK_SHARED
+            do throws(ProtectionError) { try handle.reloadAfterOtherWriters() } catch {
+                _ = take(nil, Self.pendingByte, 2 + Self.sharedSize)
+                level = SQLITE_LOCK_NONE
+                return VFSFailure.record(error, io: DP_IOERR_LOCK)
+            }
+            return SQLITE_OK
+        case SQLITE_LOCK_RESERVED:
+            let rc = take(.exclusive, Self.reservedByte, 1)
+            if rc == SQLITE_OK { level = SQLITE_LOCK_RESERVED }
+            return rc
+        default:  // EXCLUSIVE, through PENDING: no new reader gets in while the present ones finish
+            if level < SQLITE_LOCK_PENDING {
+                let rc = take(.exclusive, Self.pendingByte, 1)
+                guard rc == SQLITE_OK else { return rc }
+                level = SQLITE_LOCK_PENDING
+            }
+            let rc = take(.exclusive, Self.sharedFirst, Self.sharedSize)
+            if rc == SQLITE_OK { level = SQLITE_LOCK_EXCLUSIVE }
+            return rc
+        }
+    }
+
+    /// `xUnlock`: lowers the lock to SHARED or NONE.
+    ///
+    /// A writer first commits its chunk journal if still hot (SQLite synced already unless `synchronous=OFF`): the
+    /// next writer, another handle, starts a journal of its own, which a hot one would refuse.
+    func unlockDown(to want: Int32) -> Int32 {
+        guard want < level else { return SQLITE_OK }
+        let fd = handle.lockDescriptor
+        var rc = SQLITE_OK
+        if level >= SQLITE_LOCK_RESERVED, handle.holdsHotJournal {
+            do throws(ProtectionError) { try handle.sync() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
+        }
+        if want == SQLITE_LOCK_SHARED {
+            if level == SQLITE_LOCK_EXCLUSIVE, OFDLock.trySet(fd: fd, .shared, start: Self.sharedFirst, length: Self.sharedSize) != .done {
+                rc = DP_IOERR_RDLOCK
+            }
+            _ = OFDLock.trySet(fd: fd, nil, start: Self.pendingByte, length: 2)
+            level = SQLITE_LOCK_SHARED
+        } else {
+            _ = OFDLock.trySet(fd: fd, nil, start: Self.pendingByte, length: 2 + Self.sharedSize)
+            level = SQLITE_LOCK_NONE
+        }
+        return rc
+    }
+
+    /// `xCheckReservedLock`: whether any connection holds RESERVED or more.
+    func reservedLockHeld(_ out: inout Int32) -> Int32 {
+        if level >= SQLITE_LOCK_RESERVED { out = 1; return SQLITE_OK }
+        switch OFDLock.isLocked(fd: handle.lockDescriptor, .exclusive, start: Self.reservedByte, length: 1) {
+        case .done: out = 0
+        case .wouldBlock: out = 1
+        case .failed: return DP_IOERR_CHECKRESERVEDLOCK
+        }
+        return SQLITE_OK
+    }
+}

@@ -1,0 +1,76 @@
+import DataProtection
+import DataProtectionSQLite
+
+// The protected-database operations of the crash harness (issue 21): a stream of transactions on a protected SQLite
+// database, in rollback-journal and WAL modes, killed at every I/O call. Each transaction k inserts six rows of seeded
+// bytes (several pages) and bumps a counter row, so a fresh process can tell whether it is there whole, partly or not.
+extension Scenario {
+    public static let databaseTransactions = 8
+    public static let rowsPerTransaction = 6
+
+    var database: String { file }
+
+    /// The database's rows of transaction `k` (k ≥ 1): seeded bytes, about 3 KB each, so a transaction spans pages.
+    static func databaseRows(_ k: Int) -> [[UInt8]] {
+        var rng = SeededBytes(seed: 100 + UInt64(k))
+        return (0..<rowsPerTransaction).map { _ in rng.bytes(2000 + rng.int(2000)) }
+    }
+
+    /// Creates the database (class `complete`) in the operation's journal mode, with the counter row and 20 rows
+    /// of transaction 0, so later transactions overwrite pages as well as append them.
+    func prepareDatabase(_ d: ProtectionDomain) throws {
+        let db = try ProtectedDatabase.open(path: database, protection: .complete, files: d.files)
+        defer { db.close() }
+        try db.execute("""
+            PRAGMA journal_mode = \(op == .databaseWAL ? "WAL" : "DELETE");
+            CREATE TABLE counter(n INTEGER); INSERT INTO counter VALUES (0);
+            CREATE TABLE t(txn INTEGER, i INTEGER, pad BLOB); CREATE INDEX t_txn ON t(txn)
+            """)
+        var rng = SeededBytes(seed: 99)
+        for i in 0..<20 { try db.rows("INSERT INTO t VALUES (0, ?, ?)", [.integer(Int64(i)), .blob(rng.bytes(1500))]) }
+    }
+
+    /// Runs the transactions, acknowledging k once its COMMIT returned (synchronous = FULL: durable then).
+    func runDatabase(_ d: ProtectionDomain, ack: (Int) -> Void) throws {
+        let db = try ProtectedDatabase.open(path: database, protection: .complete, files: d.files)
+        defer { db.close() }
+        try db.execute("PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = 10")
+        for k in 1...Self.databaseTransactions {
+            try db.execute("BEGIN")
+            for (i, pad) in Self.databaseRows(k).enumerated() {
+                try db.rows("INSERT INTO t VALUES (?, ?, ?)", [.integer(Int64(k)), .integer(Int64(i)), .blob(pad)])
+            }
+            try db.execute("UPDATE counter SET n = n + 1; DELETE FROM t WHERE txn = 0 AND i = \(k)")
+            try db.execute("COMMIT")
+            ack(k)
+        }
+    }
+
+    /// The database opens (SQLite rolls back or replays what the kill left), `integrity_check` is ok, transactions
+    /// 1…m are all there whole for some m with acked ≤ m ≤ acked + 1 (the last may have committed before its
+    /// acknowledgement was printed), and nothing of any later one.
+    func verifyDatabase(_ d: ProtectionDomain, acked: Int, _ v: inout Verdict) {
+        do {
+            let db = try ProtectedDatabase.open(path: database, protection: .complete, files: d.files)
+            defer { db.close() }
+            let integrity = try db.rows("PRAGMA integrity_check")
+            if integrity != [[.text("ok")]] { v.torn.append("\(database): integrity_check says \(integrity)") }
+            guard case .integer(let n)? = try db.rows("SELECT n FROM counter").first?.first else {
+                v.torn.append("\(database): no counter row")
+                return
+            }
+            let m = Int(n)
+            for k in 1...Self.databaseTransactions {
+                let rows = try db.rows("SELECT pad FROM t WHERE txn = ? ORDER BY i", [.integer(Int64(k))])
+                let want = k <= m ? Self.databaseRows(k).map { DatabaseValue.blob($0) } : []
+                if rows.map(\.first) != want.map(Optional.some) { v.torn.append("\(database): transaction \(k) is partly there (\(rows.count) rows; counter \(m))") }
+            }
+            let zero = try db.rows("SELECT count(*) FROM t WHERE txn = 0")
+            if zero != [[.integer(Int64(20 - m))]] { v.torn.append("\(database): \(zero) rows of transaction 0 left, counter \(m)") }
+            if m < acked { v.lostAcked.append("\(database): \(m) transactions, but \(acked) were acknowledged") }
+            if m > acked + 1 { v.torn.append("\(database): \(m) transactions, but only \(acked) were acknowledged and one more was running") }
+        } catch {
+            v.torn.append("\(database): \(error)")
+        }
+    }
+}
