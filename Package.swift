@@ -27,6 +27,9 @@ let package = Package(
         .library(name: "DataProtection", targets: ["DataProtection"]),
         // App containers (Documents, Library, tmp, a sealed bundle) on protected files, without the domain's life cycle.
         .library(name: "DataProtectionContainers", targets: ["DataProtectionContainers"]),
+        // Foundation's shapes (Data.write(to:), Data(contentsOf:), FileHandle, FileManager, CocoaError) on an app context,
+        // so iOS file code ports by changing its imports and its set-up.
+        .library(name: "DataProtectionFoundation", targets: ["DataProtectionFoundation"]),
         // The protected-file, keybag and journal formats, parsing and encoding only (the fuzzers' entry point).
         .library(name: "DataProtectionFormat", targets: ["DataProtectionFormat"]),
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
@@ -119,6 +122,8 @@ let package = Package(
                 "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["README.md"]),
+        // Foundation-shaped calls on the app context's container, with Apple's names, shapes and errors (issue 22).
+        .target(name: "DataProtectionFoundation", dependencies: ["DataProtection", "Locking"], exclude: ["README.md"]),
         // Protected databases: SQLite's edge (the only importer of CSQLite), on the protected-file layer and SystemLayer.
         .target(
             name: "DataProtectionSQLite",
@@ -150,6 +155,11 @@ let package = Package(
                 rigs("TestSupport"), rigs("GuaranteeMatrix"), rigs("CrashScenarios"), rigs("FuzzHarnesses"),
             ],
             resources: [.copy("Fixtures")]),
+        // Its own target: importing DataProtectionFoundation changes what `Data(contentsOf:)` and `data.write(to:)` mean in
+        // every file of the importing module, so DataProtectionTests' plain-file helpers stay Foundation's.
+        .testTarget(
+            name: "DataProtectionFoundationTests",
+            dependencies: ["DataProtectionFoundation", "DataProtection", "DataProtectionFormat", "KernelKeyring", "ProtectionCrypto", rigs("TestSupport")]),
         // Runs the built dpctl (and keyctl-deny) in a private session keyring; needs `swift build` first.
         .testTarget(
             name: "DpctlTests",

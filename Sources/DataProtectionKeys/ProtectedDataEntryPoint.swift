@@ -30,13 +30,16 @@ public enum ProtectedDataEntryPoint: Int, CaseIterable, Sendable, CustomStringCo
     case filesProtect
     /// `ProtectedFiles.unprotectInPlace(_:)`: a protected file turned back into a plain one.
     case filesUnprotect
-    /// `Container.write(_:to:protection:)` and its `Data`/`URL` forms.
+    /// `Container.write(_:to:protection:)` and its `Data`/`URL` forms; DataProtectionFoundation's `data.write(to:)`,
+    /// `write(protectedTo:options:)` and `ProtectedFileManager.createFile` are thin forwards to it.
     case containerWrite
-    /// `Container.read(_:)` and `contents(of:)`.
+    /// `Container.read(_:)` and `contents(of:)`; DataProtectionFoundation's `Data(contentsOf:)` and
+    /// `ProtectedFileManager.contents(atPath:)` are thin forwards to it.
     case containerRead
-    /// `Container.create(_:protection:)`.
+    /// `Container.create(_:protection:)`; DataProtectionFoundation's `write(protectedTo:options: .withoutOverwriting)`
+    /// forwards to it.
     case containerCreate
-    /// `Container.open(_:forWriting:)`.
+    /// `Container.open(_:forWriting:)`; DataProtectionFoundation's `ProtectedFileCursor` forwards to it.
     case containerOpen
     /// `Preferences` reads (`value(forKey:)`, `dictionaryRepresentation()`, the typed getters).
     case preferencesRead

@@ -15,11 +15,6 @@ final class ContainerLayoutTests: XCTestCase {
             XCTAssertTrue(tag.hasPrefix("Signature: 8a477f597d28d172789f06886806bc55"), d)
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/Documents/CACHEDIR.TAG"))
-        XCTAssertEqual(try c.url(for: .documentDirectory).path, root + "/Documents")
-        XCTAssertEqual(try c.url(for: .applicationSupportDirectory).path, root + "/Library/Application Support")
-        XCTAssertEqual(try c.url(for: .cachesDirectory).path, root + "/Library/Caches")
-        XCTAssertEqual(c.temporaryDirectoryURL.path, root + "/tmp")
-        assertProtectionError([.invalidArgument]) { _ = try c.url(for: .desktopDirectory) }
     }
 
     func testNewFilesInheritTheirDirectorysClassUnlessNamed() throws {
@@ -75,35 +70,6 @@ final class ContainerLayoutTests: XCTestCase {
         XCTAssertEqual(try c.contentsOfDirectory("Documents", includingHiddenFiles: true).map(\.name), [".hidden", "Inbox", "data.JSON", "folder", "notes.txt"])
         let root = try c.contentsOfDirectory(".")
         XCTAssertEqual(root.map(\.name), ["Bundle", "Documents", "Library", "tmp"])
-    }
-
-    func testFoundationNamesMapToClassesAndWritesHonourThem() throws {
-        XCTAssertEqual(ProtectionClass(FileProtectionType.complete), .complete)
-        XCTAssertEqual(ProtectionClass(FileProtectionType.completeUnlessOpen), .completeUnlessOpen)
-        XCTAssertEqual(ProtectionClass(FileProtectionType.completeUntilFirstUserAuthentication), .completeUntilFirstUserAuthentication)
-        XCTAssertEqual(ProtectionClass(FileProtectionType.none), ProtectionClass.none)
-        for c in ProtectionClass.allCases { XCTAssertEqual(ProtectionClass(c.fileProtectionType), c) }
-        XCTAssertEqual(ProtectionClass(writingOptions: [.atomic, .completeFileProtection]), .complete)
-        XCTAssertEqual(ProtectionClass(writingOptions: .completeFileProtectionUnlessOpen), .completeUnlessOpen)
-        XCTAssertEqual(ProtectionClass(writingOptions: .completeFileProtectionUntilFirstUserAuthentication), .completeUntilFirstUserAuthentication)
-        XCTAssertEqual(ProtectionClass(writingOptions: .noFileProtection), ProtectionClass.none)
-        XCTAssertNil(ProtectionClass(writingOptions: .atomic))
-
-        let (c, _, _) = try makeContainer(self)
-        // Code written for iOS: url(for:), appendingPathComponent, write(to:options:).
-        let url = try c.url(for: .documentDirectory).appendingPathComponent("ported.txt")
-        try c.write(Data("hello".utf8), to: url, options: [.atomic, .completeFileProtection])
-        XCTAssertEqual(try c.info("Documents/ported.txt").protectionClass, .complete)
-        XCTAssertEqual(try c.contents(of: url), Data("hello".utf8))
-        try c.write(Data("d".utf8), to: try c.url(for: .cachesDirectory).appendingPathComponent("d"))
-        XCTAssertEqual(try c.info("Library/Caches/d").protectionClass, .completeUntilFirstUserAuthentication)
-        try c.write(Data("p".utf8), to: "Documents/p", protection: FileProtectionType.none)
-        XCTAssertEqual(try c.info("Documents/p").protectionClass, ProtectionClass.none)
-        assertProtectionError([.escapesContainer]) { try c.write(Data("x".utf8), to: URL(fileURLWithPath: "/tmp/outside.txt")) }
-        // A sibling whose name starts with the root's, and the root itself, are not items inside it.
-        assertProtectionError([.escapesContainer]) { _ = try c.relativePath(of: URL(fileURLWithPath: c.root + "-sibling/a")) }
-        assertProtectionError([.escapesContainer]) { _ = try c.relativePath(of: URL(fileURLWithPath: c.root)) }
-        XCTAssertEqual(try c.relativePath(of: URL(fileURLWithPath: c.root + "/Documents/./a/../b\u{301}")), "Documents/b\u{301}")
     }
 
     func testContentTypesConformTransitivelyAndAcceptCustomTypes() throws {

@@ -1,7 +1,8 @@
-// Foundation's Data Protection names, mapped onto this module, so code written for iOS ports with few changes.
-// The only file of the container layer that imports Foundation.
+// Foundation's Data Protection names mapped onto containers: the one translation (class ⇄ `FileProtectionType` and
+// `Data.WritingOptions`, `URL` ⇄ container path) that every Foundation-shaped call of this module goes through.
 import DataProtectionKeys
 import DataProtectionFiles
+import DataProtectionContainers
 import Foundation
 internal import PathSyntax
 
@@ -72,10 +73,25 @@ extension Container {
         return relative
     }
 
-    /// Writes `data` like `Data.write(to:options:)`: atomically, with the class its protection options name
-    /// (the directory's default when they name none).
+    /// Writes `data` like `Data.write(to:options:)`, with the class its protection options name (the directory's
+    /// default when they name none).
+    ///
+    /// Always atomic (`.atomic` or not: a reader never sees a torn file, which is stronger than Apple's in-place
+    /// write). With `.withoutOverwriting` the file is created exclusively (`create(_:protection:)`, the entry point
+    /// `containerCreate`) and fails `.alreadyExists` when anything is at `url`; a failed write then removes what it
+    /// created, so no partial file is left.
     public func write(_ data: Data, to url: URL, options: Data.WritingOptions = []) throws(ProtectionError) {
-        try write([UInt8](data), to: try relativePath(of: url), protection: ProtectionClass(writingOptions: options))
+        let path = try relativePath(of: url), protection = ProtectionClass(writingOptions: options)
+        guard options.contains(.withoutOverwriting) else { return try write([UInt8](data), to: path, protection: protection) }
+        let handle = try create(path, protection: protection)
+        defer { handle.close() }
+        do throws(ProtectionError) {
+            try handle.write([UInt8](data), at: 0)
+            try handle.sync()
+        } catch {
+            try? removeItem(path)
+            throw error
+        }
     }
 
     /// Reads the protected file at `url`, like `Data(contentsOf:)`.
