@@ -57,17 +57,32 @@ public struct KeyQuota: Sendable, Equatable {
         return Need(keys: 2, bytes: name + DomainKeyPayload.size(keys: 1, deadline: false) + name + ":expiring".utf8.count + DomainKeyPayload.size(keys: 2, deadline: true))
     }
 
-    /// How many more domains fit, each costing `each`.
+    /// Room kept for the keyrings the kernel makes for the uid and the unlocking process on first use — the user
+    /// keyring, the user-session keyring and the writer's process keyring `@p`, about 130 bytes each — which count
+    /// against the same quota (conservative by up to two domains when they exist already).
+    public static let writerHeadroom = Need(keys: 3, bytes: 512)
+
+    /// How many more domains fit, each costing `each`, beside the writer's own keyring.
     public func room(each: Need) -> Int {
-        max(0, min((limit.keys - used.keys) / max(each.keys, 1), (limit.bytes - used.bytes) / max(each.bytes, 1)))
+        let keys = limit.keys - used.keys - Self.writerHeadroom.keys, bytes = limit.bytes - used.bytes - Self.writerHeadroom.bytes
+        return max(0, min(keys / max(each.keys, 1), bytes / max(each.bytes, 1)))
     }
 
-    /// The sysctls to raise so that `more` fits on top of what the uid holds now; empty when it already fits.
+    /// The sysctls to raise so that `more` fits on top of what the uid holds now (and the writer's own keyring);
+    /// empty when it already fits.
     public func settings(toAdd more: Need) -> [Setting] {
+        let keys = used.keys + more.keys + Self.writerHeadroom.keys, bytes = used.bytes + more.bytes + Self.writerHeadroom.bytes
         var out: [Setting] = []
-        if used.keys + more.keys > limit.keys { out.append(Setting(name: keysSysctl, current: limit.keys, required: used.keys + more.keys)) }
-        if used.bytes + more.bytes > limit.bytes { out.append(Setting(name: bytesSysctl, current: limit.bytes, required: used.bytes + more.bytes)) }
+        if keys > limit.keys { out.append(Setting(name: keysSysctl, current: limit.keys, required: keys)) }
+        if bytes > limit.bytes { out.append(Setting(name: bytesSysctl, current: limit.bytes, required: bytes)) }
         return out
+    }
+
+    /// Throws the one `.keyringUnavailable` error when the kernel keyring is refused to this process (seccomp).
+    public static func checkKeyring() throws(ProtectionError) {
+        do throws(KeyringError) { try Keyring.checkAvailable() } catch {
+            throw error.code == .unavailable ? DomainKeyring.unavailable(error) : DomainKeyring.translate(error)
+        }
     }
 
     /// The quota of `uid` now.
@@ -96,7 +111,7 @@ public struct KeyQuota: Sendable, Equatable {
             let binding = q.settings(toAdd: need).map(\.name)
             let names = binding.isEmpty ? [q.keysSysctl, q.bytesSysctl] : binding  // freed meanwhile: name both
             let more = each.times(100)
-            let raise = names.map { $0 == q.keysSysctl ? "\($0)=\(q.used.keys + more.keys)" : "\($0)=\(q.used.bytes + more.bytes)" }
+            let raise = q.settings(toAdd: more).filter { names.contains($0.name) }.map { "\($0.name)=\($0.required)" }
             fix = "uid \(q.uid) holds \(q.used.keys)/\(q.limit.keys) keys and \(q.used.bytes)/\(q.limit.bytes) bytes, and this key needs 1 key and \(need.bytes) bytes, so \(names.joined(separator: " and ")) \(names.count == 1 ? "binds" : "bind"); each unlocked domain takes \(each.keys) key and \(each.bytes) bytes (\(perDomain(timeout: true).keys) keys and \(perDomain(timeout: true).bytes) bytes with --timeout); as root, `sysctl -w \(raise.joined(separator: " "))` makes room for 100 more (`dpctl doctor --domains N` computes it for N)"
         } else {
             fix = "raise kernel.keys.maxkeys and kernel.keys.maxbytes (root: root_maxkeys, root_maxbytes); each unlocked domain takes \(each.keys) key and \(each.bytes) bytes (`dpctl doctor --domains N` computes the values for N)"
