@@ -158,6 +158,35 @@ final class DomainTests: DomainTestCase {
         XCTAssertEqual(try serials(), [nil, nil, nil, nil])
     }
 
+    /// Keys of the 0.1 layout (a keyring with a key per class), left by an older dpctl, are not read — the domain
+    /// reads locked — but `lock` evicts the locked classes' keys, and `unlock` removes the old keyring.
+    func testKeysOfTheOldLayoutReadAsLockedAndLockAndUnlockRemoveThem() throws {
+        let (d, _) = try makeDomain()
+        let k = Keyring()
+        func plant() throws -> [ProtectionClass: KeySerial] {
+            let ring = try k.keyring(named: "dataprotection:\(d.id)", in: .session, permissions: KeyPermissions.privateToOwner.union([.userWrite, .userLink]))
+            var keys: [ProtectionClass: KeySerial] = [:]
+            for c in [ProtectionClass.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication] {
+                keys[c] = try [UInt8](repeating: 1, count: 32).withUnsafeBytes { try k.add(.user, description: "dataprotection:\(d.id):\(c.name):1", payload: $0, to: ring, permissions: .privateToOwner) }
+            }
+            return keys
+        }
+        let old = try plant()
+        XCTAssertEqual(try d.status().classes.map(\.unlocked), [false, false, false, true], "old-layout keys are not read")
+        try d.lock(grace: .zero)
+        for c in [ProtectionClass.complete, .completeUnlessOpen] {
+            XCTAssertThrowsError(try k.payloadLength(of: old[c]!), "lock must evict the old \(c.name) key")
+        }
+        XCTAssertEqual(try k.payloadLength(of: old[.completeUntilFirstUserAuthentication]!), 32, "lock leaves C, as before")
+        try d.unlock(passphrase: try secret("correct horse"))
+        XCTAssertThrowsError(try k.search(.session, type: .keyring, description: "dataprotection:\(d.id)"), "unlock removes the old keyring")
+        XCTAssertEqual(try d.status().classes.map(\.unlocked), [true, true, true, true])
+        let again = try plant()
+        try d.lock(evictAll: true, grace: .zero)
+        XCTAssertThrowsError(try k.search(.session, type: .keyring, description: "dataprotection:\(d.id)"), "lock --evict-all removes the old keyring")
+        XCTAssertThrowsError(try k.payloadLength(of: again[.completeUntilFirstUserAuthentication]!))
+    }
+
     /// A lock of A and B replaces the one domain key's payload in place, so class C never reads as locked, not even
     /// for a moment, to a process reading it while another locks and unlocks. Fails against a lock that removes the
     /// domain key and adds a new one with C (a reader in between finds no key).
