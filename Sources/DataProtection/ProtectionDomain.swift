@@ -45,11 +45,12 @@ public final class ProtectionDomain: Sendable {
         self.io = io
         self.logger = logger
         cache = KeybagCache(location, io: io, bag: bag)
+        let liveLock = try LiveLock(domainID: "\(bag.domainID)")
+        self.liveLock = liveLock
         switch keyStore {
-        case .kernel(let parent): store = KernelKeyStore(Keyring(logger: logger), id: bag.domainID, parent: parent)
+        case .kernel(let parent): store = KernelKeyStore(Keyring(logger: logger), id: bag.domainID, parent: parent, lockDirectory: liveLock.directory)
         case .inProcess: store = ProcessKeyStore()
         }
-        liveLock = try LiveLock(domainID: "\(bag.domainID)")
         let coordinator: FileCoordinator
         do throws(CoordinationError) { coordinator = FileCoordinator(domain: try CoordinationDomain.machineWide()) } catch {
             throw ProtectionError(.coordinationFailed, "unable to set up file coordination: \(error.message)", underlying: error)

@@ -48,6 +48,24 @@ extension Keyring {
         return key
     }
 
+    /// Replaces a key's payload in place: same serial, and every later read sees the new payload whole.
+    ///
+    /// C: `keyctl_update(key, payload, plen)`. The kernel swaps the payload
+    /// under RCU, so a reader gets the old payload or the new one, never a mix,
+    /// and none after this returns gets the old one. A `user` key's timeout is
+    /// cleared by an update (`user_update` resets its expiry): set it again.
+    ///
+    /// - Parameters:
+    ///   - key: the key; needs write permission.
+    ///   - payload: the new payload; the kernel copies it, this module does not.
+    /// - Throws: `KeyringError` (`permissionDenied`, `notFound`, `expired`, `revoked`, `quotaExceeded` when the
+    ///   payload grows past the uid's byte quota, `invalidArgument`).
+    public func update(_ key: KeySerial, payload: UnsafeRawBufferPointer) throws(KeyringError) {
+        _ = try check(
+            system_keyctl_update(key.rawValue, payload.baseAddress, payload.count), .debug, "keyctl_update",
+            subject: describedSubject(key), call: "keyctl_update(\(key), <data>, \(payload.count))")
+    }
+
     /// Finds a key by type and description in `keyring` and the keyrings below it that the caller may search.
     ///
     /// C: `keyctl_search(keyring, type, description, linkInto ?? 0)`.

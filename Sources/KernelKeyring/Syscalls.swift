@@ -80,6 +80,12 @@ internal func system_keyctl_set_timeout(_ id: Int32, _ seconds: UInt32) -> Int {
     keyctl_set_timeout(id, seconds)
 }
 
+/// `keyctl_update(3)`.
+@inline(__always)
+internal func system_keyctl_update(_ id: Int32, _ payload: UnsafeRawPointer?, _ length: Int) -> Int {
+    keyctl_update(id, payload, length)
+}
+
 /// `keyctl_invalidate(3)`.
 @inline(__always)
 internal func system_keyctl_invalidate(_ id: Int32) -> Int { keyctl_invalidate(id) }

@@ -111,8 +111,10 @@ final class DomainTests: DomainTestCase {
         assertProtectionError([.notFound]) {
             _ = try ProtectionDomain.recover(at: self.location, recoveryKey: try RecoveryKey(text: try self.secret(recovery)), newPassphrase: try self.secret("x"), keyStore: self.store)
         }
-        XCTAssertThrowsError(try Keyring().search(.session, type: .keyring, description: "dataprotection:\(d.id)"), "wipe must evict the keyring") {
-            XCTAssertTrue([.notFound, .revoked].contains(($0 as? KeyringError)?.code), "\($0)")
+        for name in ["dataprotection:\(d.id)", "dataprotection:\(d.id):expiring"] {
+            XCTAssertThrowsError(try Keyring().search(.session, type: .user, description: name), "wipe must evict \(name)") {
+                XCTAssertTrue([.notFound, .revoked].contains(($0 as? KeyringError)?.code), "\($0)")
+            }
         }
     }
 
@@ -120,21 +122,95 @@ final class DomainTests: DomainTestCase {
         let (d, _) = try makeDomain()
         try d.unlock(passphrase: try secret("correct horse"), timeout: 600)
         let k = Keyring()
-        let ring = try k.search(.session, type: .keyring, description: "dataprotection:\(d.id)")
-        XCTAssertEqual(try k.describe(ring).permissions, KeyPermissions.privateToOwner.union([.userWrite, .userLink]))
-        // The @p link that gave possession while installing is gone: a long-lived process keeps nothing linked.
-        XCTAssertFalse(((try? k.children(of: .process)) ?? []).contains(ring))
-        for c in [ProtectionClass.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication] {
-            let key = try k.search(.session, type: .user, description: "dataprotection:\(d.id):\(c.name):1")
+        // With a timeout: C in `dataprotection:<id>` (no expiry), A and B in `…:expiring` (deadline in the payload).
+        let lasting = try k.search(.session, type: .user, description: "dataprotection:\(d.id)")
+        let expiring = try k.search(.session, type: .user, description: "dataprotection:\(d.id):expiring")
+        for key in [lasting, expiring] {
             let a = try k.describe(key)
-            XCTAssertEqual(a.permissions, .privateToOwner, c.name)
+            XCTAssertEqual(a.permissions, KeyPermissions.privateToOwner.union([.userWrite, .userSetAttribute]))
             XCTAssertEqual(a.uid, getuid())
-            XCTAssertEqual(try k.payloadLength(of: key), 32)
-            XCTAssertEqual(try d.status().classes.first { $0.protectionClass == c }?.keySerials[1], key.rawValue)
+            // The @p link that gave possession while installing is gone: a long-lived process keeps nothing linked.
+            XCTAssertFalse(((try? k.children(of: .process)) ?? []).contains(key))
         }
-        XCTAssertThrowsError(try k.search(.session, type: .user, description: "dataprotection:\(d.id):none:1"), "class none never enters the keyring")
+        XCTAssertEqual(try k.payloadLength(of: lasting), 2 + 37)
+        XCTAssertEqual(try k.payloadLength(of: expiring), 10 + 2 * 37)
+        XCTAssertThrowsError(try k.search(.session, type: .keyring, description: "dataprotection:\(d.id)"), "no named keyring any more")
+        func serials() throws -> [Int32?] { try d.status().classes.map { $0.keySerials[1] } }
+        XCTAssertEqual(try serials(), [expiring.rawValue, expiring.rawValue, lasting.rawValue, nil], "class none never enters the keyring")
         let deadline = try XCTUnwrap(try d.status().autoLockDeadline)
         XCTAssertEqual(Double(deadline), Date().timeIntervalSince1970 + 600, accuracy: 5)
+
+        // Lock: the expiring key goes (and the deadline with it); C's key stays, same serial.
+        try d.lock(grace: .zero)
+        XCTAssertEqual(try serials(), [nil, nil, lasting.rawValue, nil])
+        XCTAssertNil(try d.status().autoLockDeadline)
+        XCTAssertThrowsError(try k.search(.session, type: .user, description: "dataprotection:\(d.id):expiring"))
+        // Unlock without a timeout: one key holds A, B and C, updated in place.
+        try d.unlock(passphrase: try secret("correct horse"))
+        XCTAssertEqual(try serials(), [lasting.rawValue, lasting.rawValue, lasting.rawValue, nil])
+        XCTAssertEqual(try k.payloadLength(of: lasting), 2 + 3 * 37)
+        XCTAssertNil(try d.status().autoLockDeadline)
+        // A lock of A and B rewrites it with C alone; `evictAll` removes it.
+        try d.lock(grace: .zero)
+        XCTAssertEqual(try k.payloadLength(of: lasting), 2 + 37)
+        try d.lock(evictAll: true, grace: .zero)
+        XCTAssertThrowsError(try k.search(.session, type: .user, description: "dataprotection:\(d.id)"))
+        XCTAssertEqual(try serials(), [nil, nil, nil, nil])
+    }
+
+    /// Keys of the 0.1 layout (a keyring with a key per class), left by an older dpctl, are not read — the domain
+    /// reads locked — but `lock` evicts the locked classes' keys, and `unlock` removes the old keyring.
+    func testKeysOfTheOldLayoutReadAsLockedAndLockAndUnlockRemoveThem() throws {
+        let (d, _) = try makeDomain()
+        let k = Keyring()
+        func plant() throws -> [ProtectionClass: KeySerial] {
+            let ring = try k.keyring(named: "dataprotection:\(d.id)", in: .session, permissions: KeyPermissions.privateToOwner.union([.userWrite, .userLink]))
+            var keys: [ProtectionClass: KeySerial] = [:]
+            for c in [ProtectionClass.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication] {
+                keys[c] = try [UInt8](repeating: 1, count: 32).withUnsafeBytes { try k.add(.user, description: "dataprotection:\(d.id):\(c.name):1", payload: $0, to: ring, permissions: .privateToOwner) }
+            }
+            return keys
+        }
+        let old = try plant()
+        XCTAssertEqual(try d.status().classes.map(\.unlocked), [false, false, false, true], "old-layout keys are not read")
+        try d.lock(grace: .zero)
+        for c in [ProtectionClass.complete, .completeUnlessOpen] {
+            XCTAssertThrowsError(try k.payloadLength(of: old[c]!), "lock must evict the old \(c.name) key")
+        }
+        XCTAssertEqual(try k.payloadLength(of: old[.completeUntilFirstUserAuthentication]!), 32, "lock leaves C, as before")
+        try d.unlock(passphrase: try secret("correct horse"))
+        XCTAssertThrowsError(try k.search(.session, type: .keyring, description: "dataprotection:\(d.id)"), "unlock removes the old keyring")
+        XCTAssertEqual(try d.status().classes.map(\.unlocked), [true, true, true, true])
+        let again = try plant()
+        try d.lock(evictAll: true, grace: .zero)
+        XCTAssertThrowsError(try k.search(.session, type: .keyring, description: "dataprotection:\(d.id)"), "lock --evict-all removes the old keyring")
+        XCTAssertThrowsError(try k.payloadLength(of: again[.completeUntilFirstUserAuthentication]!))
+    }
+
+    /// A lock of A and B replaces the one domain key's payload in place, so class C never reads as locked, not even
+    /// for a moment, to a process reading it while another locks and unlocks. Fails against a lock that removes the
+    /// domain key and adds a new one with C (a reader in between finds no key).
+    func testClassCStaysReadableWhileAnotherDomainObjectLocksAndUnlocks() throws {
+        let (d, _) = try makeDomain()
+        try d.unlock(passphrase: try secret("correct horse"))
+        try d.files.write([7], to: root + "/c", protection: .completeUntilFirstUserAuthentication)
+        let reader = try ProtectionDomain.open(at: location, keyStore: store)
+        let stop = ManagedAtomicFlag(), failures = ManagedCounter(), reads = ManagedCounter(), path = root + "/c"
+        let thread = Thread {
+            while !stop.isSet {
+                do { _ = try reader.files.read(path); reads.add() } catch { failures.add() }
+            }
+        }
+        thread.start()
+        for _ in 0..<30 {
+            try d.lock(grace: .zero)
+            try d.unlock(passphrase: try secret("correct horse"))
+        }
+        stop.set()
+        while !thread.isFinished { usleep(1000) }
+        print("class C reads during 30 lock/unlock cycles: \(reads.value), failures \(failures.value)")
+        XCTAssertGreaterThan(reads.value, 0)
+        XCTAssertEqual(failures.value, 0, "class C read as locked while A and B were locked and unlocked")
     }
 
     func testInProcessStoreIsExplicitAndWorks() throws {
@@ -168,4 +244,19 @@ final class DomainTests: DomainTestCase {
         try d.lock()
         assertProtectionError([.locked]) { _ = try d.setClass(self.root + "/f", to: .none) }
     }
+}
+
+/// A flag and a counter two threads share (the test's reader thread and the test).
+private final class ManagedAtomicFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var flag = false
+    var isSet: Bool { lock.withLock { flag } }
+    func set() { lock.withLock { flag = true } }
+}
+
+private final class ManagedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    var value: Int { lock.withLock { count } }
+    func add() { lock.withLock { count += 1 } }
 }

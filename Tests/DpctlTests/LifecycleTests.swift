@@ -68,8 +68,10 @@ final class LifecycleTests: DpctlTestCase {
         XCTAssertEqual(try inNewSession(["cat", dir + "/a"]).status, 75)
         XCTAssertEqual(try inNewSession(["lock", "--evict-all"]).status, 0)
         let domainID = try XCTUnwrap(parsed["domain"] as? String)
-        let gone = try eventually(within: .seconds(10)) { try run("/usr/bin/keyctl", ["search", "@u", "keyring", "dataprotection:\(domainID)"]).status != 0 }
-        XCTAssertTrue(gone, "lock --evict-all must remove the domain keyring from @u")
+        let gone = try eventually(within: .seconds(10)) {
+            try ["dataprotection:\(domainID)", "dataprotection:\(domainID):expiring"].allSatisfy { try run("/usr/bin/keyctl", ["search", "@u", "user", $0]).status != 0 }
+        }
+        XCTAssertTrue(gone, "lock --evict-all must remove the domain's keys from @u")
     }
 
     func testWrongPassphraseGivesItsExitCodeAndLeavesTheKeybagByteIdentical() throws {

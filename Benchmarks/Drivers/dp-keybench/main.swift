@@ -2,6 +2,7 @@
 //
 // Usage: scripts/build-release --package-path Benchmarks dp-keybench && Benchmarks/.build/release/dp-keybench [--files N] [--runs R]
 //        scripts/build-release --package-path Benchmarks dp-keybench && Benchmarks/.build/release/dp-keybench random-writes [--writes N] [--rounds R] [--dir D]  (RandomWrites.swift)
+//        scripts/build-release --package-path Benchmarks dp-keybench && Benchmarks/.build/release/dp-keybench many-domains [--domains N] [--runs R]  (ManyDomains.swift)
 // Runs in its own session keyring (keys under @s) and a throwaway directory under /tmp.
 import DataProtection
 import Foundation
@@ -11,6 +12,10 @@ import ProtectionCrypto
 let args = CommandLine.arguments
 if args.count > 1 && args[1] == "random-writes" {
     try randomWrites(Array(args.dropFirst(2)))
+    exit(0)
+}
+if args.count > 1 && args[1] == "many-domains" {
+    try manyDomains(Array(args.dropFirst(2)))
     exit(0)
 }
 func option(_ name: String, _ fallback: Int) -> Int {
@@ -68,11 +73,11 @@ try small.files.write([1, 2, 3], to: "\(root)/open-d", protection: .none)
 let opens = 20_000
 var openA: [Double] = [], openD: [Double] = [], fetch: [Double] = [], locked: [Double] = []
 let keyring = Keyring()
-let keyName = "dataprotection:\(small.id):complete:1"
+let keyName = "dataprotection:\(small.id)"  // the domain key: A, B and C in one payload (113 bytes)
 for _ in 0..<runs {
     openA.append(try time { for _ in 0..<opens { try small.files.open("\(root)/open-a").close() } } / Double(opens))
     openD.append(try time { for _ in 0..<opens { try small.files.open("\(root)/open-d").close() } } / Double(opens))
-    var buf = try SecretBytes(zeroedCount: 32)
+    var buf = try SecretBytes(zeroedCount: 256)
     fetch.append(try time {
         for _ in 0..<opens {
             let k = try keyring.search(.session, type: .user, description: keyName)

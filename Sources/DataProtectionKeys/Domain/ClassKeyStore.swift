@@ -32,62 +32,143 @@ package protocol ClassKeyStore: Sendable {
     func deadline() throws(ProtectionError) -> Int64?
 }
 
-/// Class keys in the kernel keyring, read into locked memory on each use.
+/// Class keys in the kernel keyring (one key per domain, two with a timeout: `DomainKeyring`), read into locked
+/// memory on each use.
 ///
 /// Only key serials are cached, never key bytes: `lock` in another process
-/// invalidates the keys, the next read fails, and this process sees the class
-/// as locked at once (≈ 1.1 µs per read, plus a search after a miss).
+/// replaces the payload (or invalidates the key), the next read no longer finds
+/// the class key, and this process sees the class as locked at once (≈ 1.1 µs
+/// per read, plus a search after a miss).
 package final class KernelKeyStore: ClassKeyStore {
     let ring: DomainKeyring
-    /// Serials by class and generation (not by key name: building the name on every read cost six allocations).
-    private struct Slot: Hashable { var c: ProtectionClass; var g: UInt32 }
-    private let serials = Locked<[Slot: KeySerial]>([:])
+    let legacy: LegacyDomainKeyring
+    let writeLock: KeyStoreWriteLock
+    /// The serial of each slot's key, as last found.
+    private let serials = Locked<[DomainKeyring.Slot: KeySerial]>([:])
 
-    init(_ ring: DomainKeyring) { self.ring = ring }
-
-    /// The store in domain `id`'s keyring under `parent`, through `keyring`.
-    package convenience init(_ keyring: Keyring, id: DomainID, parent: KeyringParent) {
-        self.init(DomainKeyring(keyring: keyring, id: id, parent: parent))
+    /// The store in domain `id`'s keys under `parent`, through `keyring`; writers serialise on a lock in `lockDirectory`
+    /// (the domain's private runtime directory).
+    package init(_ keyring: Keyring, id: DomainID, parent: KeyringParent, lockDirectory: String) {
+        ring = DomainKeyring(keyring: keyring, id: id, parent: parent)
+        legacy = LegacyDomainKeyring(ring: ring)
+        writeLock = KeyStoreWriteLock(directory: lockDirectory)
     }
 
     package func secret(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> SecretBytes? {
-        let slot = Slot(c: c, g: g)
+        for slot in DomainKeyring.Slot.allCases {
+            var found: SecretBytes? = nil
+            try withKey(slot) { (p) throws(ProtectionError) in
+                guard let at = DomainKeyPayload.offset(of: c, g, in: p) else { return }
+                found = try crypto { () throws(CryptoError) in try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: p[at..<at + 32])) }
+            }
+            if found != nil { return found }
+        }
+        return nil
+    }
+
+    /// Runs `body` on the payload of `slot`'s key; returns the key's serial, or nil when there is no such key.
+    /// A cached serial that no longer reads (the key was invalidated and perhaps made anew) is looked up again once.
+    @discardableResult
+    private func withKey(_ slot: DomainKeyring.Slot, _ body: (UnsafeRawBufferPointer) throws(ProtectionError) -> Void) throws(ProtectionError) -> KeySerial? {
         if let cached = serials.withLock({ $0[slot] }) {
-            if let s = try ring.read(cached) { return s }
+            if try ring.withPayload(cached, body) != nil { return cached }
             serials.withLock { _ = $0.removeValue(forKey: slot) }
         }
-        guard let serial = try ring.find(ring.keyName(c, g)) else { return nil }
-        guard let s = try ring.read(serial) else { return nil }
+        guard let serial = try ring.find(slot), try ring.withPayload(serial, body) != nil else { return nil }
         serials.withLock { $0[slot] = serial }
-        return s
+        return serial
     }
 
     package func install(_ keys: [ClassKey], timeout: UInt32?) throws(ProtectionError) {
-        let r = try ring.ringForWriting()
-        defer { ring.releasePossession(of: r) }
-        for k in keys where k.protectionClass != .none {
-            let t = k.protectionClass == .completeUntilFirstUserAuthentication ? nil : timeout
-            try ring.install(k, in: r, timeout: t)
-        }
-        if keys.contains(where: { $0.protectionClass == .complete }) {
-            let deadline = timeout.map { Int64(time(nil)) + Int64($0) }
-            try ring.installDeadline(deadline, in: r, timeout: timeout)
+        let keys = keys.filter { $0.protectionClass != .none }
+        // An unlock installs every generation of A, B and C: it replaces what is there and sets (or clears) the
+        // auto-lock deadline. A rotation adds one generation to whichever key holds its class.
+        let unlock = Set(keys.map(\.protectionClass)) == [.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication]
+        let expiring = timeout == nil ? [] : keys.filter { $0.protectionClass != .completeUntilFirstUserAuthentication }
+        let lasting = keys.filter { k in !expiring.contains { $0 === k } }
+        let now = Int64(time(nil))
+        try writeLock.hold { () throws(ProtectionError) in
+            // Where A and B move between the keys, the new holder is written before the old one drops them:
+            // a reader always finds them in one or the other.
+            if let timeout, !expiring.isEmpty {
+                try rewrite(.expiring, keeping: { _ in !unlock }, adding: expiring, deadline: unlock ? .set(now + Int64(timeout)) : .keep(fallback: now + Int64(timeout)))
+            }
+            if !lasting.isEmpty || unlock {
+                try rewrite(.lasting, keeping: { _ in !unlock }, adding: lasting, deadline: .none)
+            }
+            if unlock && timeout == nil { try rewrite(.expiring, keeping: { _ in false }, adding: [], deadline: .none) }
+            if unlock { try legacy.evict(Set(ProtectionClass.allCases), generations: [:], all: true) }  // an older dpctl's keys: replaced by these
         }
     }
 
     package func evict(_ classes: Set<ProtectionClass>, generations: [ProtectionClass: [UInt32]], all: Bool) throws(ProtectionError) {
-        if all { try ring.evictAll(generations: generations) } else { try ring.evict(classes, generations: generations) }
+        try writeLock.hold { () throws(ProtectionError) in
+            for slot in DomainKeyring.Slot.allCases {
+                // Lock of A and B: the lasting key is rewritten in place with C alone (C stays readable throughout);
+                // the expiring key holds only A and B, so it goes, and the deadline with it.
+                try rewrite(slot, keeping: { !all && !classes.contains($0.protectionClass) }, adding: [], deadline: .keep(fallback: nil))
+            }
+            try legacy.evict(all ? Set(ProtectionClass.allCases) : classes, generations: generations, all: all)
+        }
         serials.withLock { $0.removeAll() }
     }
 
     package func retire(_ c: ProtectionClass, generations: [UInt32]) throws(ProtectionError) {
-        try ring.evict([c], generations: [c: generations], deadline: false)
-        serials.withLock { $0.removeAll() }
+        try writeLock.hold { () throws(ProtectionError) in
+            for slot in DomainKeyring.Slot.allCases {
+                try rewrite(slot, keeping: { !($0.protectionClass == c && generations.contains($0.generation)) }, adding: [], deadline: .keep(fallback: nil))
+            }
+        }
     }
 
-    package func serial(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> Int32? { try ring.find(ring.keyName(c, g))?.rawValue }
+    /// The deadline a rewrite records: none, a new one, or the key's own (else `fallback`).
+    private enum DeadlineChoice { case none, set(Int64), keep(fallback: Int64?) }
+
+    /// Replaces `slot`'s key with its entries that `keep` accepts plus `adding`: updated in place, made, or
+    /// invalidated when nothing remains. Holds the write lock; reads the key afresh (not through the cache).
+    private func rewrite(
+        _ slot: DomainKeyring.Slot, keeping keep: (DomainKeyPayload.Entry) -> Bool, adding: [ClassKey], deadline choice: DeadlineChoice
+    ) throws(ProtectionError) {
+        func apply(_ serial: KeySerial?, _ old: UnsafeRawBufferPointer) throws(ProtectionError) {
+            let deadline: Int64?
+            switch choice {
+            case .none: deadline = nil
+            case .set(let d): deadline = d
+            case .keep(let fallback): deadline = DomainKeyPayload.deadline(old) ?? fallback
+            }
+            // The kernel's timeout is the deadline itself (an update clears it, so it is set again each time).
+            let timeout = deadline.map { UInt32(clamping: max(1, $0 - Int64(time(nil)))) }
+            let built = try DomainKeyPayload.build(from: old, keeping: keep, adding: adding, deadline: deadline)
+            switch consume built {
+            case .some(let p):
+                if let serial {
+                    try self.ring.update(serial, slot, payload: p, timeout: timeout)
+                } else {
+                    let new = try self.ring.create(slot, payload: p, timeout: timeout)
+                    self.serials.withLock { $0[slot] = new }
+                }
+            case .none:
+                if let serial { try self.ring.invalidate(serial) }
+            }
+        }
+        if let serial = try ring.find(slot), try ring.withPayload(serial, { (old) throws(ProtectionError) in try apply(serial, old) }) != nil { return }
+        try apply(nil, UnsafeRawBufferPointer(start: nil, count: 0))  // no key (or it expired between the search and the read)
+    }
+
+    package func serial(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> Int32? {
+        for slot in DomainKeyring.Slot.allCases {
+            var has = false
+            let s = try withKey(slot) { has = DomainKeyPayload.offset(of: c, g, in: $0) != nil }
+            if has, let s { return s.rawValue }
+        }
+        return nil
+    }
     package func isPresent(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> Bool { try serial(c, g) != nil }
-    package func deadline() throws(ProtectionError) -> Int64? { try ring.deadline() }
+    package func deadline() throws(ProtectionError) -> Int64? {
+        var d: Int64? = nil
+        try withKey(.expiring) { d = DomainKeyPayload.deadline($0) }
+        return d
+    }
 }
 
 /// Class keys in this process's locked memory (`KeyStore.inProcess`); timeouts are enforced on read.

@@ -3,7 +3,11 @@ import SystemLayer
 import KernelKeyring
 import ProtectionCrypto
 
-/// Which keyring a domain's named keyring is linked into.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Which keyring a domain's keys are linked into.
 public enum KeyringParent: String, Sendable, CaseIterable {
     /// The user keyring `@u`: shared by every process of the uid, the default.
     case user
@@ -23,146 +27,113 @@ public enum KeyringParent: String, Sendable, CaseIterable {
     }
 }
 
-/// A domain's class keys in the kernel keyring: a keyring `dataprotection:<id>` holding `user` keys `dataprotection:<id>:<class>:<generation>`.
+/// A domain's keys in the kernel keyring: at most two `user` keys, linked straight into `@u` (or `@s`).
 ///
-/// Possession trap (KernelKeyring README): a process whose session keyring
-/// does not reach `@u` does not *possess* keys it finds there, so it could not
-/// set their permissions or timeouts. Writers therefore first link the named
-/// keyring into their own process keyring `@p` (which dies with them); it
-/// grants the same uid `link` and `write` for that reason. Keys are
-/// `privateToOwner`: the same uid may find and read them, other uids nothing.
+/// - `dataprotection:<id>` holds every unlocked class key that does not expire: C always, A and B when unlocked
+///   without a timeout. It never has a kernel timeout.
+/// - `dataprotection:<id>:expiring` holds A and B after `unlock --timeout`, with the deadline in its payload and the
+///   kernel's timeout set to it, so they vanish from the kernel at the deadline even if no process is left to lock.
+///
+/// Each payload is a `DomainKeyPayload`. So an unlocked domain costs the uid one key of its kernel quota (two with a
+/// timeout), where the old layout cost a keyring and a key per class.
+///
+/// Permissions: `privateToOwner` plus owner write and setattr (0x3f2f0000). The same uid may find, read, update and
+/// time out the keys without possessing them — a `lock` from another session replaces the payload in place
+/// (`keyctl_update`) — which gives it nothing it lacked: it can read them, and a same-uid process can ptrace.
+/// Other uids get nothing. A key is made in this process's keyring `@p` (where this process possesses it, so it may
+/// set its permissions and timeout), then linked into the parent and unlinked from `@p`.
 package struct DomainKeyring: Sendable {
     let keyring: Keyring
     let id: DomainID
     let parent: KeyringParent
 
-    static let ringPermissions: KeyPermissions = KeyPermissions.privateToOwner.union([.userWrite, .userLink])
+    /// The two keys of a domain.
+    enum Slot: CaseIterable { case lasting, expiring }
 
-    var ringName: String { "dataprotection:\(id)" }
-    func keyName(_ c: ProtectionClass, _ g: UInt32) -> String { "dataprotection:\(id):\(c.name):\(g)" }
-    var deadlineName: String { "dataprotection:\(id):auto-lock-deadline" }
+    static let permissions: KeyPermissions = KeyPermissions.privateToOwner.union([.userWrite, .userSetAttribute])
 
-    /// The domain keyring, or nil if it does not exist (never unlocked, or evicted).
-    func findRing() throws(ProtectionError) -> KeySerial? {
-        do throws(KeyringError) { return try keyring.search(parent.serial, type: .keyring, description: ringName) } catch {
+    func name(_ slot: Slot) -> String { slot == .lasting ? "dataprotection:\(id)" : "dataprotection:\(id):expiring" }
+
+    /// The serial of the domain's key in `slot`, or nil when it is absent, expired or revoked.
+    func find(_ slot: Slot) throws(ProtectionError) -> KeySerial? { try find(.user, name(slot)) }
+
+    /// The serial of a key by type and description under the parent, or nil when it is absent, expired or revoked.
+    func find(_ type: KeyType, _ description: String) throws(ProtectionError) -> KeySerial? {
+        do throws(KeyringError) { return try keyring.search(parent.serial, type: type, description: description) } catch {
             if [.notFound, .expired, .revoked].contains(error.code) { return nil }
             throw Self.translate(error)
         }
     }
 
-    /// The domain keyring, created if needed, and possessed by this process through `@p`.
-    func ringForWriting() throws(ProtectionError) -> KeySerial {
-        if parent == .session {
-            // Without a session keyring of its own, `@s` is the user-session keyring for lookups,
-            // but linking into it makes the kernel create a throw-away one that dies with this process.
-            let own = try? keyring.id(of: .session), fallback = try? keyring.id(of: .userSession)
-            guard let own, own != fallback else {
-                throw ProtectionError(.invalidArgument, "DATAPROTECTION_KEYRING=session, but this process has no session keyring of its own, so the keys would vanish when it exits; run it inside `keyctl session - …` (or a login session with pam_keyinit), or unset DATAPROTECTION_KEYRING to use the user keyring")
+    /// Reads a domain key's payload into locked memory and runs `body` on it; nil when the key is gone (locked,
+    /// expired, replaced). One `keyctl_read` into a pooled buffer: no allocation beyond the `SecretBytes` slot.
+    func withPayload<R: ~Copyable>(_ serial: KeySerial, _ body: (UnsafeRawBufferPointer) throws(ProtectionError) -> R) throws(ProtectionError) -> R? {
+        var capacity = DomainKeyPayload.typicalCapacity
+        for _ in 0..<4 {
+            var s = try crypto { () throws(CryptoError) in try SecretBytes(zeroedCount: capacity) }
+            let n: Int
+            do throws(KeyringError) {
+                n = try s.withUnsafeMutableBytes { (b) throws(KeyringError) in try keyring.read(serial, into: b) }
+            } catch {
+                if case .bufferTooSmall(let required) = error.code { capacity = required; continue }  // grew meanwhile: again
+                if [.notFound, .expired, .revoked, .permissionDenied].contains(error.code) { return nil }
+                throw Self.translate(error)
             }
+            return try s.withUnsafeBytes { (b) throws(ProtectionError) in try body(UnsafeRawBufferPointer(rebasing: b[0..<n])) }
         }
-        let existing = try findRing()
+        return nil
+    }
+
+    /// Makes the key of `slot` with `payload` (and a kernel timeout, if given) and links it into the parent.
+    /// - Throws: the quota error (`KeyQuota.exhausted`) when the uid's key quota is used up.
+    func create(_ slot: Slot, payload: borrowing SecretBytes, timeout: UInt32?) throws(ProtectionError) -> KeySerial {
+        try checkParent()
         do throws(KeyringError) {
-            if let ring = existing {
-                try keyring.link(ring, into: .process)
-                return ring
+            let k = try payload.withUnsafeBytes { (b) throws(KeyringError) in
+                try keyring.add(.user, description: name(slot), payload: b, to: .process, permissions: Self.permissions)
             }
-            let ring = try keyring.add(.keyring, description: ringName, payload: UnsafeRawBufferPointer(start: nil, count: 0), to: .process, permissions: Self.ringPermissions)
-            try keyring.link(ring, into: parent.serial)
-            return ring
-        } catch { throw Self.translate(error) }
+            if let timeout { try keyring.setTimeout(k, seconds: timeout) }
+            do throws(KeyringError) { try keyring.link(k, into: parent.serial) } catch {
+                try? keyring.invalidate(k)
+                throw error
+            }
+            try? keyring.unlink(k, from: .process)  // @p dies with this process; a long-lived one should not keep every key linked
+            return k
+        } catch { throw quotaAware(error, adding: payload.count, slot: slot) }
     }
 
-    /// Drops the `@p` link `ringForWriting` made, so a long-lived process does not keep every domain it unlocked linked (and counted against the uid's key quota).
-    func releasePossession(of ring: KeySerial) {
-        try? keyring.unlink(ring, from: .process)
-    }
-
-    /// Puts a class key's secret into the domain keyring, expiring after `timeout` seconds if given.
-    @discardableResult
-    func install(_ key: ClassKey, in ring: KeySerial, timeout: UInt32?) throws(ProtectionError) -> KeySerial {
-        guard let s = key.secret else { throw ProtectionError.locked(key.protectionClass) }
+    /// Replaces the payload of the existing key `serial` in place, then sets its kernel timeout again if given
+    /// (an update clears it).
+    func update(_ serial: KeySerial, _ slot: Slot, payload: borrowing SecretBytes, timeout: UInt32?) throws(ProtectionError) {
         do throws(KeyringError) {
-            let serial = try s.secret.withUnsafeBytes { (b) throws(KeyringError) in
-                try keyring.add(.user, description: keyName(key.protectionClass, key.generation), payload: b, to: ring, permissions: .privateToOwner)
-            }
-            try keyring.setTimeout(serial, seconds: timeout ?? 0)
-            return serial
-        } catch { throw Self.translate(error) }
+            try payload.withUnsafeBytes { (b) throws(KeyringError) in try keyring.update(serial, payload: b) }
+            if let timeout { try keyring.setTimeout(serial, seconds: timeout) }
+        } catch { throw quotaAware(error, adding: payload.count, slot: slot) }
     }
 
-    /// Records the auto-lock deadline (public: UNIX seconds as text) in a key that expires with the class keys.
-    func installDeadline(_ deadline: Int64?, in ring: KeySerial, timeout: UInt32?) throws(ProtectionError) {
-        let old = try find(deadlineName)
-        do throws(KeyringError) {
-            if let deadline, let timeout {
-                let k = try Array(String(deadline).utf8).span.bytes.withUnsafeBytes { (b) throws(KeyringError) in
-                    try keyring.add(.user, description: deadlineName, payload: b, to: ring, permissions: .privateToOwner)
-                }
-                try keyring.setTimeout(k, seconds: timeout)
-            } else if let k = old {
-                try keyring.invalidate(k)
-            }
-        } catch { throw Self.translate(error) }
-    }
-
-    /// The auto-lock deadline, if one is set and not yet passed.
-    func deadline() throws(ProtectionError) -> Int64? {
-        guard let k = try find(deadlineName) else { return nil }
-        var buf = [UInt8](repeating: 0, count: 32)
-        let r: Result<Int, KeyringError> = buf.withUnsafeMutableBytes { b in
-            do throws(KeyringError) { return .success(try keyring.read(k, into: b)) } catch { return .failure(error) }
-        }
-        switch r {
-        case .success(let n): return Int64(String(decoding: buf[0..<n], as: UTF8.self))
-        case .failure(let error):
-            if [.notFound, .expired, .revoked].contains(error.code) { return nil }
-            throw Self.translate(error)
-        }
-    }
-
-    /// The serial of a key by description, or nil when it is absent, expired or revoked.
-    func find(_ description: String) throws(ProtectionError) -> KeySerial? {
-        do throws(KeyringError) { return try keyring.search(parent.serial, type: .user, description: description) } catch {
-            if [.notFound, .expired, .revoked].contains(error.code) { return nil }
-            throw Self.translate(error)
-        }
-    }
-
-    /// Reads a class key's 32 secret bytes into locked memory; nil when the key is gone (locked, expired).
-    func read(_ serial: KeySerial) throws(ProtectionError) -> SecretBytes? {
-        var s = try crypto { () throws(CryptoError) in try SecretBytes(zeroedCount: 32) }
-        do throws(KeyringError) {
-            let n = try s.withUnsafeMutableBytes { (b) throws(KeyringError) in try keyring.read(serial, into: b) }
-            guard n == 32 else { return nil }
-        } catch {
-            if [.notFound, .expired, .revoked, .permissionDenied].contains(error.code) { return nil }
-            if case .bufferTooSmall = error.code { return nil }
-            throw Self.translate(error)
-        }
-        return s
-    }
-
-    /// Invalidates every generation of `classes` (given the generations the keybag lists), and the deadline record if asked.
-    func evict(_ classes: Set<ProtectionClass>, generations: [ProtectionClass: [UInt32]], deadline: Bool = true) throws(ProtectionError) {
-        for c in classes {
-            for g in generations[c] ?? [] {
-                if let k = try find(keyName(c, g)) { try invalidate(k) }
-            }
-        }
-        if deadline, let k = try find(deadlineName) { try invalidate(k) }
-    }
-
-    /// Invalidates the whole domain keyring (and with it every key only it holds).
-    func evictAll(generations: [ProtectionClass: [UInt32]]) throws(ProtectionError) {
-        try evict(Set(ProtectionClass.allCases), generations: generations)
-        if let ring = try findRing() { try invalidate(ring) }
-    }
-
-    private func invalidate(_ k: KeySerial) throws(ProtectionError) {
+    /// Invalidates a key; one already gone is fine.
+    func invalidate(_ k: KeySerial) throws(ProtectionError) {
         do throws(KeyringError) { try keyring.invalidate(k) } catch {
             if [.notFound, .expired, .revoked].contains(error.code) { return }
             throw Self.translate(error)
         }
+    }
+
+    /// Refuses `@s` when this process has no session keyring of its own.
+    private func checkParent() throws(ProtectionError) {
+        guard parent == .session else { return }
+        // Without a session keyring of its own, `@s` is the user-session keyring for lookups,
+        // but linking into it makes the kernel create a throw-away one that dies with this process.
+        let own = try? keyring.id(of: .session), fallback = try? keyring.id(of: .userSession)
+        guard let own, own != fallback else {
+            throw ProtectionError(.invalidArgument, "DATAPROTECTION_KEYRING=session, but this process has no session keyring of its own, so the keys would vanish when it exits; run it inside `keyctl session - …` (or a login session with pam_keyinit), or unset DATAPROTECTION_KEYRING to use the user keyring")
+        }
+    }
+
+    /// Translates a failure to add or grow a domain key; the quota error says which sysctl to raise.
+    private func quotaAware(_ e: KeyringError, adding bytes: Int, slot: Slot) -> ProtectionError {
+        guard e.code == .quotaExceeded else { return Self.translate(e) }
+        return KeyQuota.exhausted(domain: id, adding: KeyQuota.Need(keys: 1, bytes: name(slot).utf8.count + 1 + bytes), underlying: e)
     }
 
     /// Translates a keyring failure; a refused keyring becomes the one clear `.keyringUnavailable` error.
@@ -175,7 +146,3 @@ package struct DomainKeyring: Sendable {
         ProtectionError(.keyringUnavailable, "the kernel keyring is refused to this process (\(e.operation) failed: a seccomp profile, e.g. a container's, blocks add_key/keyctl); allow those system calls (e.g. `docker run --security-opt seccomp=…` with add_key, keyctl and request_key permitted), or, when embedding the library in a single process, open the domain with `keyStore: .inProcess`", underlying: e)
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif

@@ -35,7 +35,8 @@ import Glibc
 public final class LiveLock: Sendable {
     /// The domain this live lock belongs to (its identifier as 32 hex digits).
     public let domainID: String
-    let directory: String
+    /// The domain's private runtime directory (mode 0700): its rendezvous, and the key store's write lock.
+    package let directory: String
     let state: LiveState
     /// The domain's rendezvous (state page and one endpoint per attached process).
     private let rendezvous: RendezvousDirectory
