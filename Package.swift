@@ -35,6 +35,8 @@ let package = Package(
         .library(name: "FileCoordination", targets: ["FileCoordination"]),
         // Protected SQLite databases: a VFS over protected files, and the connection that opens one with a class.
         .library(name: "DataProtectionSQLite", targets: ["DataProtectionSQLite"]),
+        // GRDB's DatabaseQueue and DatabasePool on protected databases (the only target that depends on GRDB).
+        .library(name: "DataProtectionGRDB", targets: ["DataProtectionGRDB"]),
         // Secrets and primitives that appear in DataProtection's API (SecretBytes, ClassKey material).
         .library(name: "ProtectionCrypto", targets: ["ProtectionCrypto"]),
         // The kernel keyring, for embedders that manage session keyrings themselves (and the benchmarks).
@@ -45,6 +47,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        // GRDB, for the DataProtectionGRDB product only; it links the system libsqlite3, as CSQLite does.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // The examples (their own package, on this one by path): only DpctlTests use it, to run the example service.
         .package(path: "Examples"),
         // The test rigs (their own package under Tests/Support, on this one by path): only the test targets use it.
@@ -129,10 +133,15 @@ let package = Package(
             name: "DataProtectionSQLite",
             dependencies: ["DataProtection", "DataProtectionKeys", "DataProtectionFiles", "CSQLite", "Locking", "SystemLayer"],
             exclude: ["README.md"]),
+        // GRDB on protected databases: its connections open through DataProtectionSQLite's VFS (no C import of its own).
+        .target(
+            name: "DataProtectionGRDB",
+            dependencies: ["DataProtection", "DataProtectionSQLite", .product(name: "GRDB", package: "GRDB.swift")],
+            exclude: ["README.md"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
-                "DataProtection",
+                "DataProtection", "DataProtectionSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             exclude: ["README.md"]),
@@ -152,6 +161,7 @@ let package = Package(
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionContainers", "DataProtectionFormat", "ProtectionCrypto",
                 "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", "TPMBinding", "DataProtectionSQLite", "CSQLite",
+                "DataProtectionGRDB", .product(name: "GRDB", package: "GRDB.swift"),
                 rigs("TestSupport"), rigs("GuaranteeMatrix"), rigs("CrashScenarios"), rigs("FuzzHarnesses"),
             ],
             resources: [.copy("Fixtures")]),
@@ -165,6 +175,7 @@ let package = Package(
             name: "DpctlTests",
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "dpctl", rigs("TestSupport"),
+                "DataProtectionSQLite",
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]

@@ -46,7 +46,10 @@ public enum ProtectedDataEntryPoint: Int, CaseIterable, Sendable, CustomStringCo
     /// `Preferences` writes (`set`, `update`, `removeValue`).
     case preferencesWrite
     /// `ProtectedDatabase.open(path:protection:files:)` and a URI open through the `dataprotection` VFS: a read-write
-    /// database connection (DataProtectionSQLite), whose main file, journal and WAL are protected files.
+    /// database connection (DataProtectionSQLite), whose main file, journal and WAL are protected files. GRDB's
+    /// `DatabaseQueue(protectedPath:…)` and `DatabasePool(protectedPath:…)` (DataProtectionGRDB) are this entry point,
+    /// not one of their own: their connections are URI opens through the same VFS (`databaseOpenReadOnly` for a
+    /// read-only configuration and a pool's readers).
     case databaseOpen
     /// `ProtectedDatabase.open(path:protection:files:readOnly: true)` (or `mode=ro`): a read-only database connection.
     case databaseOpenReadOnly

@@ -56,7 +56,7 @@ func sqliteCode(for e: ProtectionError, io ioCode: Int32) -> Int32 {
 
 /// The last protection error a VFS call met on this thread: SQLite calls the VFS on the thread that runs the
 /// statement, so the connection that gets the result code takes the error that explains it.
-enum VFSFailure {
+package enum VFSFailure {
     private final class Box { var error: ProtectionError? }
 
     private static let key: pthread_key_t = {
@@ -79,7 +79,7 @@ enum VFSFailure {
     }
 
     /// The recorded error, forgotten.
-    static func take() -> ProtectionError? {
+    package static func take() -> ProtectionError? {
         let b = box
         defer { b.error = nil }
         return b.error

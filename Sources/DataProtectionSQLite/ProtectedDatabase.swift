@@ -39,7 +39,7 @@ public final class ProtectedDatabase {
         path: String, protection: ProtectionClass, files: ProtectedFiles, readOnly: Bool = false, busyTimeout: Duration = .seconds(5)
     ) throws(DatabaseError) -> ProtectedDatabase {
         let vfs = try ProtectedVFS.of(files)
-        let uri = "file:" + percentEncoded(path) + "?protection=" + protection.name
+        let uri = vfs.uri(path, protection: protection)
         var db: OpaquePointer?
         _ = VFSFailure.take()
         let flags = SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
@@ -108,22 +108,6 @@ public final class ProtectedDatabase {
     private func closed() -> DatabaseError {
         DatabaseError(SQLITE_MISUSE, "unable to query '\(path)': the connection is closed; open the database again")
     }
-
-    /// `path` with the characters a URI reserves escaped (SQLite decodes `%HH`).
-    private static func percentEncoded(_ path: String) -> String {
-        var out = ""
-        for b in path.utf8 {
-            switch b {
-            case UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "%"), 0..<0x20, 0x7f...: out += "%" + String(b, radix: 16, uppercase: true).leftPadded
-            default: out.unicodeScalars.append(Unicode.Scalar(b))
-            }
-        }
-        return out
-    }
-}
-
-private extension String {
-    var leftPadded: String { count < 2 ? "0" + self : self }
 }
 
 /// A value in a row, or bound to a parameter.

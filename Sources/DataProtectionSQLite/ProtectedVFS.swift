@@ -64,8 +64,11 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         return try result.get()
     }
 
-    /// The VFS of `files`, registered under a name of its own on first use (how `ProtectedDatabase.open` finds it).
-    static func of(_ files: ProtectedFiles) throws(DatabaseError) -> ProtectedVFS {
+    /// The VFS of `files`, registered under a name of its own on first use (how `ProtectedDatabase.open` and the GRDB
+    /// integration find it).
+    ///
+    /// - Throws: `DatabaseError` (`SQLITE_MISUSE`) when SQLite has no unix VFS to build on.
+    public static func of(_ files: ProtectedFiles) throws(DatabaseError) -> ProtectedVFS {
         let id = ObjectIdentifier(files)
         if let v = byFiles.withLock({ $0[id] }) { return v }
         let v = try register(files: files, name: "\(defaultName)-\(UInt(bitPattern: id.hashValue))")

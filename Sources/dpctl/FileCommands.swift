@@ -1,5 +1,6 @@
 import ArgumentParser
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 
 #if canImport(Glibc)
@@ -59,12 +60,31 @@ struct List: ParsableCommand {
                 rows.append((p, try d.files.info(p)))
             }
         }
+        // A database is one item: its journal and WAL (protected files of its class) fold into its row.
+        let listed = Set(rows.map(\.0))
+        var companions: [String: [(String, ProtectedFileInfo)]] = [:]
+        rows = rows.filter { row in
+            guard let main = DatabaseUnit.mainFile(ofCompanion: row.0, files: d.files), listed.contains(main) else { return true }
+            companions[main, default: []].append(row)
+            return false
+        }
+        let databases = Set(rows.map(\.0).filter { companions[$0] != nil || DatabaseUnit.isDatabase($0, files: d.files) })
         if json {
-            printJSON(rows.map { ["path": $0.0, "class": $0.1.protectionClass.name, "size": $0.1.plaintextSize, "generation": $0.1.classKeyGeneration, "cipher": "\($0.1.cipher)", "format": Int($0.1.formatVersion), "type": Self.contentType($0.0)] as [String: Any] })
+            printJSON(rows.map { row -> [String: Any] in
+                let (p, i) = row
+                var item: [String: Any] = ["path": p, "class": i.protectionClass.name, "size": i.plaintextSize, "generation": i.classKeyGeneration, "cipher": "\(i.cipher)", "format": Int(i.formatVersion), "type": Self.contentType(p)]
+                if databases.contains(p) {
+                    item["database"] = true
+                    item["companions"] = (companions[p] ?? []).map { ["path": $0.0, "class": $0.1.protectionClass.name, "size": $0.1.plaintextSize] as [String: Any] }
+                }
+                return item
+            })
             return
         }
         for (p, i) in rows {
-            print("\(i.protectionClass.letter) \(i.protectionClass.name.padding(toLength: 37, withPad: " ", startingAt: 0)) \(String(i.plaintextSize).leftPadded(12)) gen \(i.classKeyGeneration)  \(Self.contentType(p).padding(toLength: 24, withPad: " ", startingAt: 0)) \(p)")
+            let side = (companions[p] ?? []).map { " + \($0.0.dropFirst(p.count).dropFirst()) \($0.1.plaintextSize)" }.joined()
+            let kind = databases.contains(p) ? "database" + side : Self.contentType(p)
+            print("\(i.protectionClass.letter) \(i.protectionClass.name.padding(toLength: 37, withPad: " ", startingAt: 0)) \(String(i.plaintextSize).leftPadded(12)) gen \(i.classKeyGeneration)  \(kind.padding(toLength: 24, withPad: " ", startingAt: 0)) \(p)")
         }
     }
 
@@ -125,9 +145,15 @@ struct SetClass: ParsableCommand {
     func run() throws {
         let d = try domain.open()
         var changed = 0
-        for f in try collect(paths) where isDirectory(f) == false {
-            if paths.contains(f) || (try? d.files.info(f)) != nil {
-                if case .rewrapped = try d.setClass(f, to: protectionClass) { changed += 1 }
+        let all = try collect(paths)
+        for f in all where isDirectory(f) == false {
+            // A database's journal and WAL move with it (one unit, under SQLite's exclusive lock), not on their own.
+            if DatabaseUnit.mainFile(ofCompanion: f, files: d.files) != nil { continue }
+            guard paths.contains(f) || (try? d.files.info(f)) != nil else { continue }
+            if DatabaseUnit.isDatabase(f, files: d.files) {
+                changed += try DatabaseUnit.setClass(f, to: protectionClass, files: d.files)
+            } else if case .rewrapped = try d.setClass(f, to: protectionClass) {
+                changed += 1
             }
         }
         note("\(changed) files moved to \(protectionClass.name)")
