@@ -146,4 +146,46 @@ final class TPMCommandTests: DpctlTestCase {
         XCTAssertEqual(try unlocked(), [true, true, true, true])
         try ok(["lock", "--now"])
     }
+
+    func testBindMovesAFileBoundDomainToTheTPMAndBackInOneKeybagWrite() throws {
+        let tpm = try SoftwareTPM()
+        try initDomain()
+        environment["DATAPROTECTION_TPM_TCTI"] = tpm.tcti
+        let file = dir + "/a"
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        try ok(["put", "--class", "complete", file], input: Data("alpha".utf8))
+        try ok(["lock", "--now"])
+        let keybag = home + "/keybag"
+        let before = try bytes(keybag)
+
+        let wrong = dir + "/wrong"
+        try write("guess\n", to: wrong)
+        let refused = try dpctl(["bind", "--passphrase-file", wrong])
+        XCTAssertEqual(refused.status, 77, refused.stderr)
+        let absent = try dpctl(["bind", "--passphrase-file", passphraseFile, "--tpm-tcti", try deadTCTI()])
+        XCTAssertEqual(absent.status, 80, absent.stderr)
+        XCTAssertEqual(errorLines(absent).count, 1, absent.stderr)
+        XCTAssertEqual(try bytes(keybag), before, "a refused bind writes nothing")
+
+        let bound = try dpctl(["bind", "--binding", "tpm2", "--passphrase-file", passphraseFile])
+        XCTAssertEqual(bound.status, 0, bound.stderr)
+        XCTAssertTrue(bound.stderr.contains("bound: tpm2 at '\(tpm.tcti)' (was file (no hardware binding))"), bound.stderr)
+        XCTAssertEqual(try status()["binding"] as? String, "tpm2")
+        XCTAssertEqual(try bytes(keybag)[8], 3)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: home).filter { $0.hasSuffix(".tmp") }, [], "no temporary left")
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        XCTAssertEqual(try ok(["cat", file]).out, "alpha")
+        try ok(["lock", "--now"])
+        let again = try ok(["bind", "--passphrase-file", passphraseFile])
+        XCTAssertTrue(again.stderr.contains("already bound"), again.stderr)
+
+        let unbound = try dpctl(["bind", "--binding", "file", "--passphrase-file", passphraseFile])
+        XCTAssertEqual(unbound.status, 0, unbound.stderr)
+        XCTAssertEqual(try bytes(keybag)[8], 2)
+        environment["DATAPROTECTION_TPM_TCTI"] = "device:/nonexistent/tpmrm0"
+        XCTAssertEqual(try status()["binding"] as? String, "file")
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        XCTAssertEqual(try ok(["cat", file]).out, "alpha")
+        try ok(["lock", "--now"])
+    }
 }
