@@ -16,6 +16,7 @@ final class TPMContext {
     /// Connects through `tcti` ("device:/dev/tpmrm0", "swtpm:host=127.0.0.1,port=2321", …).
     /// - Throws: `.unavailable` when nothing answers.
     init(tcti: String) throws(TPMError) {
+        _ = tss2LoggingQuiet
         tctiName = tcti
         var t: OpaquePointer?
         var rc = Tss2_TctiLdr_Initialize(tcti, &t)

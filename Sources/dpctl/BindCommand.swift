@@ -14,8 +14,7 @@ struct Bind: ParsableCommand {
 
     func run() throws {
         let location = try domain.location()
-        guard binding != "auto" else { throw CLIError(exit: .usage, message: "bind needs a binding to move to", hint: "use --binding tpm2 or --binding file") }
-        let wanted = try Init.choose(binding, tcti: location.tpmTCTI)
+        let wanted = try Init.choose(binding, tcti: location.tpmTCTI, auto: false)
         let d = try ProtectionDomain.open(at: location, keyStore: try domain.keyStore())
         let secret = try passphrase.source.read()
         let previous = try d.bind(wanted, passphrase: secret)

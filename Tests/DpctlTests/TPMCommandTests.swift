@@ -17,6 +17,20 @@ final class TPMCommandTests: DpctlTestCase {
         try dpctl(["init", "--binding", binding, "--tpm-tcti", tcti, "--passphrase-file", passphraseFile, "--kdf-preset", "minimum"], env: env)
     }
 
+    /// `init --binding tpm2` on `tpm` (its TCTI becomes the tests' default), then a class complete file holding
+    /// `contents`, locked again; returns the recovery key's file and the protected file.
+    func boundDomainHolding(_ contents: String, tpm: SoftwareTPM) throws -> (keyFile: String, file: String) {
+        environment["DATAPROTECTION_TPM_TCTI"] = tpm.tcti
+        let created = try dpctl(["init", "--binding", "tpm2", "--passphrase-file", passphraseFile, "--kdf-preset", "minimum"])
+        XCTAssertEqual(created.status, 0, created.stderr)
+        let keyFile = dir + "/recovery-key", file = dir + "/" + contents
+        try write(created.out, to: keyFile)
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        try ok(["put", "--class", "complete", file], input: Data(contents.utf8))
+        try ok(["lock", "--now"])
+        return (keyFile, file)
+    }
+
     /// The lines of `stderr` that start with `dpctl: error:`.
     func errorLines(_ r: Run) -> [Substring] { r.stderr.split(separator: "\n").filter { $0.hasPrefix("dpctl: error:") } }
 
@@ -76,15 +90,7 @@ final class TPMCommandTests: DpctlTestCase {
 
     func testAStolenCopyOnASecondTPMFailsNamingRecoverWhichBindsItThere() throws {
         let first = try SoftwareTPM(), second = try SoftwareTPM()
-        environment["DATAPROTECTION_TPM_TCTI"] = first.tcti
-        let created = try dpctl(["init", "--binding", "tpm2", "--passphrase-file", passphraseFile, "--kdf-preset", "minimum"])
-        XCTAssertEqual(created.status, 0, created.stderr)
-        let keyFile = dir + "/recovery-key"
-        try write(created.out, to: keyFile)
-        let file = dir + "/plans"
-        try ok(["unlock", "--passphrase-file", passphraseFile])
-        try ok(["put", "--class", "complete", file], input: Data("plans".utf8))
-        try ok(["lock", "--now"])
+        let (keyFile, file) = try boundDomainHolding("plans", tpm: first)
 
         // A second machine: a copy of the home and the device directory, and its own TPM.
         let thief = dir + "/thief"
@@ -183,6 +189,58 @@ final class TPMCommandTests: DpctlTestCase {
         XCTAssertEqual(unbound.status, 0, unbound.stderr)
         XCTAssertEqual(try bytes(keybag)[8], 2)
         environment["DATAPROTECTION_TPM_TCTI"] = "device:/nonexistent/tpmrm0"
+        XCTAssertEqual(try status()["binding"] as? String, "file")
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        XCTAssertEqual(try ok(["cat", file]).out, "alpha")
+        try ok(["lock", "--now"])
+    }
+
+    func testAWrongPassphraseOnABoundDomainPrintsOneErrorAndNoTSS2Line() throws {
+        let tpm = try SoftwareTPM()
+        environment["DATAPROTECTION_TPM_TCTI"] = tpm.tcti
+        XCTAssertEqual(try dpctl(["init", "--binding", "tpm2", "--passphrase-file", passphraseFile, "--kdf-preset", "minimum"]).status, 0)
+        let wrong = dir + "/wrong"
+        try write("guess\n", to: wrong)
+        let thief = dir + "/thief"
+        try FileManager.default.createDirectory(atPath: thief, withIntermediateDirectories: false)
+        for name in ["home", "devices"] { try FileManager.default.copyItem(atPath: dir + "/" + name, toPath: thief + "/" + name) }
+        let other = try SoftwareTPM()
+        let elsewhere = ["DATAPROTECTION_HOME": thief + "/home", "DATAPROTECTION_DEVICE_DIR": thief + "/devices", "DATAPROTECTION_TPM_TCTI": other.tcti]
+        let cases: [(String, [String], [String: String], Int32)] = [
+            ("wrong passphrase", ["unlock", "--passphrase-file", wrong], [:], 77),
+            ("another TPM", ["unlock", "--passphrase-file", passphraseFile], elsewhere, 80),
+            ("no TPM", ["unlock", "--passphrase-file", passphraseFile], ["DATAPROTECTION_TPM_TCTI": "device:/nonexistent/tpmrm0"], 80),
+        ]
+        for (what, args, env, code) in cases {
+            let r = try dpctl(args, env: env)
+            XCTAssertEqual(r.status, code, "\(what): \(r.stderr)")
+            let lines = r.stderr.split(separator: "\n")
+            XCTAssertEqual(errorLines(r).count, 1, "\(what): \(r.stderr)")
+            XCTAssertEqual(lines.first?.hasPrefix("dpctl: error:"), true, "\(what): dpctl's error comes first: \(r.stderr)")
+            XCTAssertFalse(lines.contains { $0.hasPrefix("WARNING:") || $0.hasPrefix("ERROR:") || $0.contains("tss2") }, "\(what): tpm2-tss log lines: \(r.stderr)")
+            XCTAssertFalse(r.stderr.contains("dpctl: hint:") && code == 80, "\(what): the fix is said once, in the message: \(r.stderr)")
+            XCTAssertTrue(r.stderr.contains("dpctl recover") || r.stderr.contains("--tpm-tcti"), "\(what): names the fix: \(r.stderr)")
+            print("\(what): \(lines.count) line(s): \(r.stderr)")
+        }
+        // Control: a TSS2_LOG the user set is kept, and the same check sees tpm2-tss's lines then.
+        let traced = try dpctl(["unlock", "--passphrase-file", wrong], env: ["TSS2_LOG": "all+WARNING"])
+        XCTAssertEqual(traced.status, 77, traced.stderr)
+        XCTAssertTrue(traced.stderr.split(separator: "\n").contains { $0.hasPrefix("WARNING:esys") }, "TSS2_LOG=all+WARNING shows tss2's warnings: \(traced.stderr)")
+    }
+
+    func testWithoutItsTPMABoundDomainIsRecoveredToTheFileBinding() throws {
+        let tpm = try SoftwareTPM()
+        let (keyFile, file) = try boundDomainHolding("alpha", tpm: tpm)
+        tpm.stop()
+        let gone = try dpctl(["unlock", "--passphrase-file", passphraseFile])
+        XCTAssertEqual(gone.status, 80, gone.stderr)
+        XCTAssertTrue(gone.stderr.contains("dpctl recover --binding file"), gone.stderr)
+        // Keeping the kind it had needs the TPM: refused, nothing written.
+        let keybag = try bytes(home + "/keybag")
+        let kept = try dpctl(["recover", "--recovery-key-file", keyFile, "--new-passphrase-file", passphraseFile, "--kdf-preset", "minimum"])
+        XCTAssertEqual(kept.status, 80, kept.stderr)
+        XCTAssertEqual(try bytes(home + "/keybag"), keybag)
+        try ok(["recover", "--binding", "file", "--recovery-key-file", keyFile, "--new-passphrase-file", passphraseFile, "--kdf-preset", "minimum"])
         XCTAssertEqual(try status()["binding"] as? String, "file")
         try ok(["unlock", "--passphrase-file", passphraseFile])
         XCTAssertEqual(try ok(["cat", file]).out, "alpha")

@@ -338,7 +338,7 @@ _dpctl_recover() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --recovery-key-fd --recovery-key-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
+    non_repeating_options=(--home --tpm-tcti --recovery-key-fd --recovery-key-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset --binding)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -371,6 +371,9 @@ _dpctl_recover() {
         return
         ;;
     '--kdf-preset')
+        return
+        ;;
+    '--binding')
         return
         ;;
     esac

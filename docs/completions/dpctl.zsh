@@ -187,6 +187,7 @@ _dpctl_recover() {
         '--kdf-mem-mib[Argon2id memory in MiB (default\: calibrated so unlocking takes about --kdf-target-ms).]:mib:'
         '--kdf-target-ms[Calibration target for unlocking, in milliseconds.]:ms:'
         '--kdf-preset[A fixed preset instead of calibration\: interactive, moderate, sensitive, or minimum (tests only\: no protection against guessing).]:name:'
+        '--binding[The recovered domain'\''s binding\: tpm2 (a new key in this machine'\''s TPM) or file; default\: the kind it had.]:tpm2|file:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
