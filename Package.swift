@@ -143,7 +143,7 @@ let package = Package(
         .testTarget(
             name: "DpctlTests",
             dependencies: [
-                "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "dpctl", rigs("TestSupport"),
+                "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "TPMBinding", "dpctl", rigs("TestSupport"),
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]

@@ -89,7 +89,12 @@ public struct TPM2Device: Sendable, Equatable, CustomStringConvertible {
             throw TPMError(.refused, "the TPM at '\(tcti)' refused to load the key (\(TPMContext.decode(rc)))")
         }
         c.track(handle)
-        defer { c.flush(handle) }
+        defer {
+            c.clearAuth(handle)
+            c.overwriteSessionValue(session, primary: primary)
+            c.overwriteResponseBuffer()
+            c.flush(handle)
+        }
         try c.setAuth(handle, auth)
         guard message.count <= 1024 else { throw TPMError(.refused, "an HMAC message of \(message.count) bytes is too long") }
         var buffer = TPM2B_MAX_BUFFER()

@@ -33,12 +33,12 @@ extension Keybag {
     package func binding(tcti: String) -> KeyBinding { contents.binding == nil ? .file : .tpm2(tcti: tcti) }
 
     /// The TPM auth value for `stretched`: a BLAKE2b subkey of the Argon2id output (so it costs one Argon2id per guess too).
-    static func tpmAuth(_ stretched: borrowing SecretBytes) throws(ProtectionError) -> SecretBytes {
+    package static func tpmAuth(_ stretched: borrowing SecretBytes) throws(ProtectionError) -> SecretBytes {
         try crypto { () throws(CryptoError) in try KeyDerivation.subkey(of: stretched, context: "dptpmaut", id: 1) }
     }
 
     /// What the TPM key is asked to HMAC: a label and the domain, so one TPM key answers for one domain only.
-    static func tpmMessage(_ id: DomainID) -> [UInt8] { Array("dp-tpm-hmac-v1".utf8) + id.bytes }
+    package static func tpmMessage(_ id: DomainID) -> [UInt8] { Array("dp-tpm-hmac-v1".utf8) + id.bytes }
 
     /// Replaces the binding with a new one of kind `binding` for `stretched` (a new TPM key authorised by its auth value).
     ///
@@ -60,7 +60,7 @@ extension Keybag {
     /// The secret `entangle` mixes with the device secret: the Argon2id output itself (file binding), or keyed BLAKE2b
     /// (key: the TPM key's HMAC of `tpmMessage`) of it (TPM binding), so the KEK needs the TPM's answer.
     /// - Throws: `.wrongPassphrase` (the TPM counted it), `.tpmLockout`, `.wrongTPM`, `.tpmUnavailable`, `.corruptKeybag`.
-    func bound(_ stretched: borrowing SecretBytes, tcti: String, keybag path: String) throws(ProtectionError) -> SecretBytes {
+    package func bound(_ stretched: borrowing SecretBytes, tcti: String, keybag path: String) throws(ProtectionError) -> SecretBytes {
         guard case .tpm2(let pub, let priv)? = contents.binding else { return try crypto { () throws(CryptoError) in try stretched.duplicate() } }
         let answer = try tpmAnswer(TPMKeyBlobs(public: pub, private: priv), auth: try Self.tpmAuth(stretched), tcti: tcti, keybag: path)
         return try crypto { () throws(CryptoError) in
