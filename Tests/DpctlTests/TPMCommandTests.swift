@@ -17,20 +17,6 @@ final class TPMCommandTests: DpctlTestCase {
         try dpctl(["init", "--binding", binding, "--tpm-tcti", tcti, "--passphrase-file", passphraseFile, "--kdf-preset", "minimum"], env: env)
     }
 
-    /// `init --binding tpm2` on `tpm` (its TCTI becomes the tests' default), then a class complete file holding
-    /// `contents`, locked again; returns the recovery key's file and the protected file.
-    func boundDomainHolding(_ contents: String, tpm: SoftwareTPM) throws -> (keyFile: String, file: String) {
-        environment["DATAPROTECTION_TPM_TCTI"] = tpm.tcti
-        let created = try dpctl(["init", "--binding", "tpm2", "--passphrase-file", passphraseFile, "--kdf-preset", "minimum"])
-        XCTAssertEqual(created.status, 0, created.stderr)
-        let keyFile = dir + "/recovery-key", file = dir + "/" + contents
-        try write(created.out, to: keyFile)
-        try ok(["unlock", "--passphrase-file", passphraseFile])
-        try ok(["put", "--class", "complete", file], input: Data(contents.utf8))
-        try ok(["lock", "--now"])
-        return (keyFile, file)
-    }
-
     /// The lines of `stderr` that start with `dpctl: error:`.
     func errorLines(_ r: Run) -> [Substring] { r.stderr.split(separator: "\n").filter { $0.hasPrefix("dpctl: error:") } }
 
@@ -90,7 +76,7 @@ final class TPMCommandTests: DpctlTestCase {
 
     func testAStolenCopyOnASecondTPMFailsNamingRecoverWhichBindsItThere() throws {
         let first = try SoftwareTPM(), second = try SoftwareTPM()
-        let (keyFile, file) = try boundDomainHolding("plans", tpm: first)
+        let (keyFile, file) = try boundDomainHolding("plans", at: dir + "/plans", tpm: first)
 
         // A second machine: a copy of the home and the device directory, and its own TPM.
         let thief = dir + "/thief"
@@ -230,7 +216,7 @@ final class TPMCommandTests: DpctlTestCase {
 
     func testWithoutItsTPMABoundDomainIsRecoveredToTheFileBinding() throws {
         let tpm = try SoftwareTPM()
-        let (keyFile, file) = try boundDomainHolding("alpha", tpm: tpm)
+        let (keyFile, file) = try boundDomainHolding("alpha", at: dir + "/a", tpm: tpm)
         tpm.stop()
         let gone = try dpctl(["unlock", "--passphrase-file", passphraseFile])
         XCTAssertEqual(gone.status, 80, gone.stderr)
@@ -245,5 +231,22 @@ final class TPMCommandTests: DpctlTestCase {
         try ok(["unlock", "--passphrase-file", passphraseFile])
         XCTAssertEqual(try ok(["cat", file]).out, "alpha")
         try ok(["lock", "--now"])
+    }
+}
+
+extension DpctlTestCase {
+    /// `init --binding tpm2` on `tpm` (its TCTI becomes the tests' default), then a class complete file at `path`
+    /// holding `contents`, locked again; returns the recovery key's file and the protected file.
+    @discardableResult
+    func boundDomainHolding(_ contents: String, at path: String, tpm: SoftwareTPM) throws -> (keyFile: String, file: String) {
+        environment["DATAPROTECTION_TPM_TCTI"] = tpm.tcti
+        let created = try dpctl(["init", "--binding", "tpm2", "--passphrase-file", passphraseFile, "--kdf-preset", "minimum"])
+        XCTAssertEqual(created.status, 0, created.stderr)
+        let keyFile = dir + "/recovery-key"
+        try write(created.out, to: keyFile)
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        try ok(["put", "--class", "complete", path], input: Data(contents.utf8))
+        try ok(["lock", "--now"])
+        return (keyFile, path)
     }
 }
