@@ -174,7 +174,7 @@ let package = Package(
         .testTarget(
             name: "DpctlTests",
             dependencies: [
-                "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "dpctl", rigs("TestSupport"),
+                "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "TPMBinding", "dpctl", rigs("TestSupport"),
                 "DataProtectionSQLite",
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),

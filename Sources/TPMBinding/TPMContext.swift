@@ -16,6 +16,7 @@ final class TPMContext {
     /// Connects through `tcti` ("device:/dev/tpmrm0", "swtpm:host=127.0.0.1,port=2321", …).
     /// - Throws: `.unavailable` when nothing answers.
     init(tcti: String) throws(TPMError) {
+        _ = tss2LoggingQuiet
         tctiName = tcti
         var t: OpaquePointer?
         var rc = Tss2_TctiLdr_Initialize(tcti, &t)
@@ -108,6 +109,42 @@ final class TPMContext {
         try fill(&value, auth)
         let rc = Esys_TR_SetAuth(esys, h, &value)
         guard rc == TSS2_RC_SUCCESS else { throw TPMError(.refused, "unable to set an auth value (\(Self.decode(rc)))") }
+    }
+
+    /// Overwrites ESAPI's copy of `h`'s auth value with zeros (before a flush, which frees it unwiped).
+    func clearAuth(_ h: ESYS_TR) {
+        var zeros = TPM2B_AUTH()
+        zeros.size = UInt16(MemoryLayout.size(ofValue: zeros.buffer))
+        _ = Esys_TR_SetAuth(esys, h, &zeros)
+    }
+
+    /// Overwrites the session value ESAPI keeps in `session` (its session key followed by the auth value of the
+    /// object it last authorised, freed unwiped at the flush) with a non-secret value of the same length.
+    ///
+    /// How: one command authorised through `session` for `primary` with a 32-byte auth value of 0xFF, which the TPM
+    /// refuses (the primary's auth is empty) without counting it: the primary is noDA, so no dictionary-attack failure.
+    func overwriteSessionValue(_ session: ESYS_TR, primary: ESYS_TR) {
+        var filler = TPM2B_AUTH()
+        filler.size = 32
+        withUnsafeMutableBytes(of: &filler.buffer) { $0.initializeMemory(as: UInt8.self, repeating: 0xFF) }
+        guard Esys_TR_SetAuth(esys, primary, &filler) == TSS2_RC_SUCCESS else { return }
+        var buffer = TPM2B_MAX_BUFFER()
+        var out: UnsafeMutablePointer<TPM2B_DIGEST>?
+        _ = Esys_HMAC(esys, primary, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &buffer, TPM2_ALG_SHA256, &out)
+        if let out { Esys_Free(out) }
+        _ = Esys_TR_SetAuth(esys, primary, nil)
+    }
+
+    /// Overwrites the command/response buffer ESAPI keeps (and frees unwiped) with a hash of zeros: the last
+    /// response's parameters (an HMAC, decrypted there in place) are gone from it.
+    func overwriteResponseBuffer() {
+        var data = TPM2B_MAX_BUFFER()
+        data.size = 256
+        var digest: UnsafeMutablePointer<TPM2B_DIGEST>?
+        var ticket: UnsafeMutablePointer<TPMT_TK_HASHCHECK>?
+        _ = Esys_Hash(esys, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &data, TPM2_ALG_SHA256, ESYS_TR(ESYS_TR_RH_NULL), &digest, &ticket)
+        if let digest { Esys_Free(digest) }
+        if let ticket { Esys_Free(ticket) }
     }
 
     /// The TPM's dictionary-attack counters.

@@ -89,7 +89,12 @@ public struct TPM2Device: Sendable, Equatable, CustomStringConvertible {
             throw TPMError(.refused, "the TPM at '\(tcti)' refused to load the key (\(TPMContext.decode(rc)))")
         }
         c.track(handle)
-        defer { c.flush(handle) }
+        defer {
+            c.clearAuth(handle)
+            c.overwriteSessionValue(session, primary: primary)
+            c.overwriteResponseBuffer()
+            c.flush(handle)
+        }
         try c.setAuth(handle, auth)
         guard message.count <= 1024 else { throw TPMError(.refused, "an HMAC message of \(message.count) bytes is too long") }
         var buffer = TPM2B_MAX_BUFFER()
@@ -136,6 +141,7 @@ public struct TPMKeyBlobs: Sendable, Equatable {
 }
 
 private func marshal<T>(_ value: T, _ f: (UnsafePointer<T>?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> TSS2_RC) throws(TPMError) -> [UInt8] {
+    _ = tss2LoggingQuiet  // tss2-mu logs its errors too
     var v = value
     var out = [UInt8](repeating: 0, count: MemoryLayout<T>.size + 8)
     var offset = 0
@@ -145,6 +151,7 @@ private func marshal<T>(_ value: T, _ f: (UnsafePointer<T>?, UnsafeMutablePointe
 }
 
 private func unmarshal<T>(_ bytes: [UInt8], _ initial: T, _ f: (UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<T>?) -> TSS2_RC) throws(TPMError) -> T {
+    _ = tss2LoggingQuiet  // tss2-mu logs its errors too
     var v = initial
     var offset = 0
     let rc = bytes.withUnsafeBufferPointer { b in f(b.baseAddress, b.count, &offset, &v) }

@@ -24,7 +24,7 @@ struct Dpctl: ParsableCommand {
             """,
         version: DataProtectionRelease.summary,
         subcommands: [
-            Init.self, Unlock.self, Lock.self, Status.self, Passwd.self, Recover.self, Rotate.self, Wipe.self,
+            Init.self, Unlock.self, Lock.self, Status.self, Passwd.self, Recover.self, Bind.self, Rotate.self, Wipe.self,
             Put.self, Cat.self, List.self, Protect.self, Unprotect.self, SetClass.self, Repair.self,
             BackupExcludes.self, BackupList.self, PurgeCommand.self, BundleCommand.self, Doctor.self,
         ])

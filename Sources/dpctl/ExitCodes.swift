@@ -105,9 +105,7 @@ enum Failure {
         switch code {
         case .locked: return "unlock the domain: `dpctl\(h) unlock`"
         case .wrongPassphrase: return "try again; if the passphrase is forgotten: `dpctl\(h) recover` with the recovery key shown at init"
-        case .wrongTPM: return "on this machine, rebind the domain to its TPM with the recovery key: `dpctl\(h) recover`"
-        case .tpmLockout: return "wait as the message says, then try again; or `dpctl\(h) recover` with the recovery key"
-        case .tpmUnavailable: return "pass the TPM with --tpm-tcti or DATAPROTECTION_TPM_TCTI (default device:/dev/tpmrm0), or on a machine without it `dpctl\(h) recover` with the recovery key"
+        case .wrongTPM, .tpmLockout, .tpmUnavailable: return nil  // the library's message names the fix
         case .keyringUnavailable: return "allow the add_key, keyctl and request_key system calls in this container's seccomp profile, or run dpctl outside it"
         case .notFound: return nil
         case .corruptKeybag: return "restore the keybag from a backup, or rebuild it: `dpctl\(h) recover`"

@@ -33,15 +33,18 @@ struct Recover: ParsableCommand {
     var keyFile: String?
     @OptionGroup var newPassphrase: NewPassphraseOptions
     @OptionGroup var kdf: KDFOptions
+    @Option(help: ArgumentHelp("The recovered domain's binding: tpm2 (a new key in this machine's TPM) or file; default: the kind it had.", valueName: "tpm2|file"))
+    var binding: String?
 
     func run() throws {
         let location = try domain.location()
+        let chosen = try binding.map { try Init.choose($0, tcti: location.tpmTCTI, auto: false) }
         let text = try SecretSource(fd: keyFD, file: keyFile, name: "recovery key", fdOption: "recovery-key-fd", fileOption: "recovery-key-file").read()
         let key = try RecoveryKey(text: text)
         let new = try newPassphrase.source.read(confirm: true)
         // Calibrated afresh by default: this may be a new machine, and on this path the stored
         // parameters are not authenticated (no device secret yet), so they are not trusted.
-        _ = try ProtectionDomain.recover(at: location, recoveryKey: key, newPassphrase: new, kdf: try kdf.parameters(keepIfUnset: false), keyStore: try domain.keyStore())
+        _ = try ProtectionDomain.recover(at: location, recoveryKey: key, newPassphrase: new, kdf: try kdf.parameters(keepIfUnset: false), binding: chosen, keyStore: try domain.keyStore())
         note("recovered: new device secret and passphrase set; now run `dpctl\(Failure.homeArgument) unlock`")
     }
 }

@@ -34,8 +34,10 @@ struct Init: ParsableCommand {
 
     /// The binding `--binding` asks for: `auto` is tpm2 when a TPM answers at `tcti` (else file, said on stderr);
     /// `tpm2` is never replaced by file (create fails when the TPM does not answer).
-    static func choose(_ binding: String, tcti: String) throws -> KeyBinding {
+    /// - Parameter auto: whether `auto` is allowed (init); `bind` and `recover` need a binding named.
+    static func choose(_ binding: String, tcti: String, auto: Bool = true) throws -> KeyBinding {
         switch binding {
+        case "auto" where !auto: throw CLIError(exit: .usage, message: "--binding auto is for init", hint: "use --binding tpm2 or --binding file")
         case "tpm2": return .tpm2(tcti: tcti)
         case "file": return .file
         case "auto":

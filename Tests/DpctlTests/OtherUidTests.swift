@@ -6,9 +6,10 @@ final class OtherUidTests: DpctlTestCase {
     private let keyctl = "/usr/bin/keyctl"
     /// Our own throwaway user: `dpkeytest`, shared with other suites on this machine, was seen
     /// deleted in the middle of a run by something outside this package.
-    private let user = "dpkeybagtest"
+    let user = "dpkeybagtest"
 
-    func testAnotherUidCanReadNeitherTheClassKeysNorTheProtectedFiles() throws {
+    /// Skips unless root; creates the throwaway user when it is missing.
+    func ensureUser() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root: creates the throwaway user \(user) and switches to it; run `sudo swift test`") }
         if try run("/usr/bin/id", ["-u", user]).status != 0 {
             var created = try run("/usr/sbin/useradd", ["--system", "--no-create-home", user])
@@ -18,6 +19,21 @@ final class OtherUidTests: DpctlTestCase {
             }
             XCTAssertEqual(try run("/usr/bin/id", ["-u", user]).status, 0, "useradd \(user): \(created.stderr)")
         }
+    }
+
+    /// The other user's own copy of the device secret, in a directory it owns (as if it had stolen everything on disk).
+    func stealDeviceSecret() throws -> String {
+        let stolen = dir + "/stolen-devices"
+        try FileManager.default.createDirectory(atPath: stolen, withIntermediateDirectories: false)
+        let secretName = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: devices).first)
+        try FileManager.default.copyItem(atPath: "\(devices)/\(secretName)", toPath: "\(stolen)/\(secretName)")
+        chmod(stolen, 0o700)
+        XCTAssertEqual(try run("/bin/chown", ["-R", user, stolen]).status, 0)
+        return stolen
+    }
+
+    func testAnotherUidCanReadNeitherTheClassKeysNorTheProtectedFiles() throws {
+        try ensureUser()
         try initDomain()
         try ok(["unlock", "--passphrase-file", passphraseFile])
         let files = dir + "/files"
@@ -41,12 +57,7 @@ final class OtherUidTests: DpctlTestCase {
         // other user given its own copy of the device secret (as if it had stolen everything on disk).
         for p in [dir, home, files] { chmod(p, 0o755) }
         for p in try FileManager.default.contentsOfDirectory(atPath: files).map({ "\(files)/\($0)" }) + [home + "/keybag"] { chmod(p, 0o644) }
-        let stolen = dir + "/stolen-devices"
-        try FileManager.default.createDirectory(atPath: stolen, withIntermediateDirectories: false)
-        let secretName = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: devices).first)
-        try FileManager.default.copyItem(atPath: "\(devices)/\(secretName)", toPath: "\(stolen)/\(secretName)")
-        chmod(stolen, 0o700)
-        XCTAssertEqual(try run("/bin/chown", ["-R", user, stolen]).status, 0)
+        let stolen = try stealDeviceSecret()
 
         let classes = try XCTUnwrap(try status()["classes"] as? [[String: Any]])
         let serials = classes.prefix(3).compactMap { ($0["keyIDs"] as? [String: Any])?["1"] as? Int }

@@ -26,6 +26,7 @@ let package = Package(
         .executable(name: "coordination-worker", targets: ["coordination-worker"]),
         .executable(name: "guarantee-worker", targets: ["guarantee-worker"]),
         .executable(name: "crash-worker", targets: ["crash-worker"]),
+        .executable(name: "unlock-hold", targets: ["unlock-hold"]),
         .library(name: "TestSupport", targets: ["TestSupport"]),
         // The guarantee matrix's drivers (GuaranteeMatrixTests) and the crash scenarios (PowerLossTests).
         .library(name: "GuaranteeMatrix", targets: ["GuaranteeMatrix"]),
@@ -40,7 +41,7 @@ let package = Package(
         // Finding a built rig next to the test bundle; depending on it builds every rig with the tests.
         .target(
             name: "TestSupport",
-            dependencies: ["keyctl-deny", "keyring-probe", "container-hold", "coordination-worker", "guarantee-worker", "crash-worker"],
+            dependencies: ["keyctl-deny", "keyring-probe", "container-hold", "coordination-worker", "guarantee-worker", "crash-worker", "unlock-hold"],
             path: "TestSupport"),
         // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
         .executableTarget(name: "keyctl-deny", path: "keyctl-deny"),
@@ -62,6 +63,9 @@ let package = Package(
             path: "FuzzHarnesses"),
         // The matrix's drivers (one per ProtectedDataEntryPoint), for its test and its worker process.
         .target(name: "GuaranteeMatrix", dependencies: [library("DataProtection"), library("DataProtectionSQLite")], path: "GuaranteeMatrix"),
+        // Unlocks a domain in its own process and stays, for the key-residue scan of a TPM-bound unlock (KeyResidueTests).
+        .executableTarget(
+            name: "unlock-hold", dependencies: [library("DataProtection"), library("ProtectionCrypto")], path: "unlock-hold"),
         // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
         .executableTarget(
             name: "guarantee-worker", dependencies: ["GuaranteeMatrix", library("DataProtection")], path: "guarantee-worker"),

@@ -173,13 +173,13 @@ _dpctl() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|help)
+    init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|help)
         # Offer subcommand argument completions
         "_dpctl_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover rotate wipe put cat ls protect unprotect set-class repair backup-excludes backup-list purge bundle help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover bind rotate wipe put cat ls protect unprotect set-class repair backup-excludes backup-list purge bundle help' -- "${cur}"))
         ;;
     esac
 }
@@ -338,7 +338,7 @@ _dpctl_recover() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --recovery-key-fd --recovery-key-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
+    non_repeating_options=(--home --tpm-tcti --recovery-key-fd --recovery-key-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset --binding)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -371,6 +371,36 @@ _dpctl_recover() {
         return
         ;;
     '--kdf-preset')
+        return
+        ;;
+    '--binding')
+        return
+        ;;
+    esac
+}
+
+_dpctl_bind() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --binding)
+    __dpctl_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--home')
+        return
+        ;;
+    '--tpm-tcti')
+        return
+        ;;
+    '--passphrase-fd')
+        return
+        ;;
+    '--passphrase-file')
+        return
+        ;;
+    '--binding')
         return
         ;;
     esac

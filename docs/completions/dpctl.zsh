@@ -56,6 +56,7 @@ _dpctl() {
             'status:Show the lock state of each class, the auto-lock deadline and the keyring key ids.'
             'passwd:Change the passphrase (rewraps the class keys only: the same cost for 10 or 10,000 files).'
             'recover:Restore access with the recovery key: sets a new passphrase and a new device secret.'
+            'bind:Bind an existing domain to this machine'\''s TPM 2.0 (--binding tpm2), or back to the device secret file alone (--binding file).'
             'rotate:Rotate a class key: new generation, per-file keys rewrapped header by header (contents are not re-encrypted).'
             'wipe:Crypto-shred the domain: destroy its keybag and device secret so every protected file is unreadable at once.'
             'put:Write standard input (or --from FILE) to a protected file, atomically.'
@@ -75,7 +76,7 @@ _dpctl() {
         ;;
     arg)
         case "${words[1]}" in
-        init|unlock|lock|status|passwd|recover|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|help)
+        init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|help)
             "_dpctl_${words[1]}" && ret=0
             ;;
         esac
@@ -186,6 +187,23 @@ _dpctl_recover() {
         '--kdf-mem-mib[Argon2id memory in MiB (default\: calibrated so unlocking takes about --kdf-target-ms).]:mib:'
         '--kdf-target-ms[Calibration target for unlocking, in milliseconds.]:ms:'
         '--kdf-preset[A fixed preset instead of calibration\: interactive, moderate, sensitive, or minimum (tests only\: no protection against guessing).]:name:'
+        '--binding[The recovered domain'\''s binding\: tpm2 (a new key in this machine'\''s TPM) or file; default\: the kind it had.]:tpm2|file:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_bind() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
+        '--passphrase-file[Read the passphrase from this file (first line).]:path:'
+        '--binding[The new binding\: tpm2 (a key inside the TPM at --tpm-tcti; an error if none answers) or file.]:tpm2|file:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )

@@ -33,12 +33,12 @@ extension Keybag {
     package func binding(tcti: String) -> KeyBinding { contents.binding == nil ? .file : .tpm2(tcti: tcti) }
 
     /// The TPM auth value for `stretched`: a BLAKE2b subkey of the Argon2id output (so it costs one Argon2id per guess too).
-    static func tpmAuth(_ stretched: borrowing SecretBytes) throws(ProtectionError) -> SecretBytes {
+    package static func tpmAuth(_ stretched: borrowing SecretBytes) throws(ProtectionError) -> SecretBytes {
         try crypto { () throws(CryptoError) in try KeyDerivation.subkey(of: stretched, context: "dptpmaut", id: 1) }
     }
 
     /// What the TPM key is asked to HMAC: a label and the domain, so one TPM key answers for one domain only.
-    static func tpmMessage(_ id: DomainID) -> [UInt8] { Array("dp-tpm-hmac-v1".utf8) + id.bytes }
+    package static func tpmMessage(_ id: DomainID) -> [UInt8] { Array("dp-tpm-hmac-v1".utf8) + id.bytes }
 
     /// Replaces the binding with a new one of kind `binding` for `stretched` (a new TPM key authorised by its auth value).
     ///
@@ -60,7 +60,7 @@ extension Keybag {
     /// The secret `entangle` mixes with the device secret: the Argon2id output itself (file binding), or keyed BLAKE2b
     /// (key: the TPM key's HMAC of `tpmMessage`) of it (TPM binding), so the KEK needs the TPM's answer.
     /// - Throws: `.wrongPassphrase` (the TPM counted it), `.tpmLockout`, `.wrongTPM`, `.tpmUnavailable`, `.corruptKeybag`.
-    func bound(_ stretched: borrowing SecretBytes, tcti: String, keybag path: String) throws(ProtectionError) -> SecretBytes {
+    package func bound(_ stretched: borrowing SecretBytes, tcti: String, keybag path: String) throws(ProtectionError) -> SecretBytes {
         guard case .tpm2(let pub, let priv)? = contents.binding else { return try crypto { () throws(CryptoError) in try stretched.duplicate() } }
         let answer = try tpmAnswer(TPMKeyBlobs(public: pub, private: priv), auth: try Self.tpmAuth(stretched), tcti: tcti, keybag: path)
         return try crypto { () throws(CryptoError) in
@@ -81,20 +81,23 @@ extension Keybag {
     }
 }
 
-/// The `ProtectionError` for a TPM failure: the cause in words and the fix.
+/// The `ProtectionError` for a TPM failure: the cause and the fix, each said once (dpctl adds no hint to these codes);
+/// the TPM's decoded response code stays in `underlying`.
 private func translate(_ e: TPMError, tcti: String, keybag path: String?) -> ProtectionError {
-    let what = path.map { "the keybag '\($0)' is bound to a TPM" } ?? "a TPM binding was asked for"
     switch e.code {
     case .unavailable, .refused:
-        return ProtectionError(.tpmUnavailable, "\(what), but \(e.message); pass the machine's TPM with --tpm-tcti or DATAPROTECTION_TPM_TCTI, or bind to this machine with `dpctl recover` and the recovery key", path: path, underlying: e)
+        let subject = path.map { "the keybag '\($0)' is bound to a TPM, but " } ?? ""
+        let otherwise = path == nil ? "or create the domain with --binding file" : "or, to use the domain without it, run `dpctl recover --binding file` with the recovery key"
+        return ProtectionError(.tpmUnavailable, "\(subject)\(e.message); pass the TPM with --tpm-tcti or DATAPROTECTION_TPM_TCTI, \(otherwise)", path: path, underlying: e)
     case .wrongTPM:
-        return ProtectionError(.wrongTPM, "\(what) on another machine: \(e.message); this is a copy of the domain (a backup, another disk), which the passphrase alone cannot open here; run `dpctl recover` with the recovery key to bind it to this machine's TPM", path: path, underlying: e)
+        return ProtectionError(.wrongTPM, "the keybag '\(path ?? "")' is bound to another TPM than the one at '\(tcti)' (a copy from another machine, or this TPM was cleared); run `dpctl recover` with the recovery key to bind it to this one", path: path, underlying: e)
     case .authorizationFailed:
+        // The fix (try again, or recover) is dpctl's hint for every wrong passphrase; the message adds what the TPM counted.
         let counted = e.lockout.map { " (the TPM counted it: \($0.failures) of \($0.maxFailures) wrong tries before it locks out; it forgets one every \($0.interval) s)" } ?? ""
-        return ProtectionError(.wrongPassphrase, "wrong passphrase for the domain at this home\(counted); try again, or use `dpctl recover` with the recovery key", path: path, underlying: e)
+        return ProtectionError(.wrongPassphrase, "wrong passphrase for the domain at this home\(counted)", path: path, underlying: e)
     case .lockout:
-        let when = e.lockout.map { "after \($0.failures) wrong passphrases it refuses every try, even the right passphrase, until it forgets a failure: try again in \($0.interval) s (it forgets one failure every \($0.interval) s)" } ?? "try again later"
-        return ProtectionError(.tpmLockout, "the TPM at '\(tcti)' is in dictionary-attack lockout: \(when); or use `dpctl recover` with the recovery key", path: path, underlying: e)
+        let when = e.lockout.map { "after \($0.failures) wrong passphrases and refuses every one, even the right one; try again in \($0.interval) s" } ?? "and refuses every passphrase; try again later"
+        return ProtectionError(.tpmLockout, "the TPM at '\(tcti)' is in dictionary-attack lockout \(when)", path: path, underlying: e)
     case .malformedBlob:
         return KeybagContents.corrupt("its TPM binding record does not parse: \(e.message)")
     }
