@@ -173,13 +173,13 @@ _dpctl() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|help)
+    init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|doctor|help)
         # Offer subcommand argument completions
         "_dpctl_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover bind rotate wipe put cat ls protect unprotect set-class repair backup-excludes backup-list purge bundle help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover bind rotate wipe put cat ls protect unprotect set-class repair backup-excludes backup-list purge bundle doctor help' -- "${cur}"))
         ;;
     esac
 }
@@ -678,6 +678,21 @@ _dpctl_bundle_verify() {
     # Offer option value completions
     case "${prev}" in
     '--public-key')
+        return
+        ;;
+    esac
+}
+
+_dpctl_doctor() {
+    repeating_flags=()
+    non_repeating_flags=(--timeout --json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--domains)
+    __dpctl_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--domains')
         return
         ;;
     esac

@@ -70,6 +70,8 @@ function __dpctl_parse_tokens -S
             case 'verify'
                 __dpctl_parse_subcommand 1 'public-key=' 'version' 'h/help'
             end
+        case 'doctor'
+            __dpctl_parse_subcommand 0 'domains=' 'timeout' 'json' 'version' 'h/help'
         case 'help'
             __dpctl_parse_subcommand -r 1 'version'
         end
@@ -147,6 +149,7 @@ complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" 
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'backup-list' -d 'Show what a backup of a container holds, with sizes (ciphertext bytes).'
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'purge' -d 'Delete what containers hold in tmp and Library/Caches, oldest first.'
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'bundle' -d 'Seal a container\'s read-only bundle, and verify the seal.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'doctor' -d 'Check the kernel keyring and this uid\'s key quota; say which sysctl to raise, and to what, for N more unlocked domains.'
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_positional "dpctl" -eq 1' -fa 'help' -d 'Show subcommand help information.'
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" home' -l 'home' -d 'The domain\'s home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).' -rfka ''
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl init" tpm-tcti' -l 'tpm-tcti' -d 'The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default: $DATAPROTECTION_TPM_TCTI or device:/dev/tpmrm0).' -rfka ''
@@ -278,4 +281,9 @@ complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "d
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl bundle verify" public-key' -l 'public-key' -d 'The signer\'s public key (64 hex digits) to trust.' -rfka ''
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl bundle verify" version' -l 'version' -d 'Show the version.'
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl bundle verify" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl doctor" domains' -l 'domains' -d 'How many more domains this uid should be able to hold unlocked.' -rfka ''
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl doctor" timeout' -l 'timeout' -d 'Count them as unlocked with --timeout (two keys each).'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl doctor" json' -l 'json' -d 'Print JSON for scripts.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl doctor" version' -l 'version' -d 'Show the version.'
+complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl doctor" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'dpctl' -n '__dpctl_should_offer_completions_for_flags_or_options "dpctl help" version' -l 'version' -d 'Show the version.'

@@ -70,13 +70,14 @@ _dpctl() {
             'backup-list:Show what a backup of a container holds, with sizes (ciphertext bytes).'
             'purge:Delete what containers hold in tmp and Library/Caches, oldest first.'
             'bundle:Seal a container'\''s read-only bundle, and verify the seal.'
+            'doctor:Check the kernel keyring and this uid'\''s key quota; say which sysctl to raise, and to what, for N more unlocked domains.'
             'help:Show subcommand help information.'
         )
         _describe -V subcommand subcommands && ret=0
         ;;
     arg)
         case "${words[1]}" in
-        init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|help)
+        init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|doctor|help)
             "_dpctl_${words[1]}" && ret=0
             ;;
         esac
@@ -450,6 +451,20 @@ _dpctl_bundle_verify() {
     local -ar arg_specs=(
         '--public-key[The signer'\''s public key (64 hex digits) to trust.]:hex:'
         ':container:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_doctor() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--domains[How many more domains this uid should be able to hold unlocked.]:n:'
+        '--timeout[Count them as unlocked with --timeout (two keys each).]'
+        '--json[Print JSON for scripts.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
     )
