@@ -66,7 +66,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
         let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride * (writable ? 2 : 1), alignment: 16)
         self.state = Locked(State(
             fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging,
-            journal: writable && journaled ? WriteJournal(path: journalPath(for: path), dataPath: path) : nil,
+            journal: writable && journaled ? WriteJournal(dataPath: path) : nil,
             committedSize: committed ? plaintextSize : nil))
     }
 
