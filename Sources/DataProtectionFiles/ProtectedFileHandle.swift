@@ -246,10 +246,16 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     }
 
     /// Commits outstanding journaled changes (when possible), closes the journal and the file, drops the keys.
+    ///
+    /// A handle already closed (or abandoned) has no descriptor, no keys and a zeroed staging buffer, and nothing can
+    /// put plaintext there again (every operation needs `live`, which never readmits keys without a descriptor), so
+    /// `deinit` after `close()` does not wipe the 4–8 KiB a second time.
     func finish(_ st: inout State) {
         if st.fd >= 0, st.failed == nil, st.journal?.hot == true { try? commit(&st) }
         st.journal?.close(io)
-        if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
+        guard st.fd >= 0 else { return }
+        io.close(st.fd)
+        st.fd = -1
         st.sealer = nil
         st.dropPlaintext()
     }
