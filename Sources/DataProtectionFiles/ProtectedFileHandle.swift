@@ -114,20 +114,26 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(ProtectionError) -> Int {
         guard offset >= 0 else { throw invalid("a negative offset") }
         return try state.withLock { (st) throws(ProtectionError) -> Int in
-            var attempt = 0
-            func once(_ st: inout State) throws(ProtectionError) -> Int {
-                attempt += 1
-                if attempt > 1 { try refreshSize(&st) }
-                let sealer = try live(&st, "read")
-                let end = min(offset + Int64(buffer.count), st.size)
-                guard end > offset else { return 0 }
-                try readRange(&st, sealer, from: offset, to: end, into: buffer.baseAddress!)
-                return Int(end - offset)
-            }
             // A reader that meets a torn chunk finishes an interrupted write, then tries once more.
-            if writable { return try once(&st) }
-            return try files.retryingAfterRecovery(path) { () throws(ProtectionError) in try once(&st) }
+            if writable { return try readOnce(&st, into: buffer, at: offset, again: false) }
+            var again = false
+            return try files.retryingAfterRecovery(path) { () throws(ProtectionError) -> Int in
+                defer { again = true }
+                return try readOnce(&st, into: buffer, at: offset, again: again)
+            }
         }
+    }
+
+    /// One attempt of `read(into:at:)`; `again` for the one after a recovery, which reads the size anew.
+    ///
+    /// A method, not a local function: a local function's captured counter was a heap box allocated on every read.
+    private func readOnce(_ st: inout State, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, again: Bool) throws(ProtectionError) -> Int {
+        if again { try refreshSize(&st) }
+        let sealer = try live(&st, "read")
+        let end = min(offset + Int64(buffer.count), st.size)
+        guard end > offset else { return 0 }
+        try readRange(&st, sealer, from: offset, to: end, into: buffer.baseAddress!)
+        return Int(end - offset)
     }
 
     /// Writes `bytes` at `offset`, extending the file (with zeros in any gap) if needed.
