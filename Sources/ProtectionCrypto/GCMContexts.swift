@@ -1,4 +1,5 @@
 internal import COpenSSL
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,8 +23,11 @@ import Glibc
 @usableFromInline
 final class GCMContexts: @unchecked Sendable {  // `idle` is read and written only with `mutex` held
     private let key: SecretBytes
+    /// One idle context (its address, or 0), taken and given back with one atomic operation each: sessions under one
+    /// key rarely overlap (a handle's reads and writes are serialised), so a random 4 KiB read takes no mutex.
+    private let spare: Atomic<UInt>
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var idle: [OpaquePointer]
+    private var idle: [OpaquePointer] = []  // the contexts of overlapping sessions, once given back
 
     /// OpenSSL's AES-256-GCM, fetched once (an implicit fetch on every keying would cost a provider look-up).
     nonisolated(unsafe) private static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil)
@@ -42,13 +46,15 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
         guard let first = Self.context(key) else {
             throw CryptoError(Self.cipher == nil ? .libraryUnavailable : .outOfMemory, "cannot set up OpenSSL's AES-256-GCM (EVP_CIPHER_fetch or the context failed)")
         }
-        idle = [first]
+        spare = Atomic(UInt(bitPattern: first))
         mutex = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
     }
 
     deinit {
-        for c in idle { Self.free(c) }  // each cleansed before it is freed; every session gave its context back
+        // Each cleansed before it is freed; every session gave its context back.
+        if let c = OpaquePointer(bitPattern: spare.load(ordering: .acquiring)) { Self.free(c) }
+        for c in idle { Self.free(c) }
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
     }
@@ -71,6 +77,7 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     /// A context under this key for one session's exclusive use, until `give`.
     @usableFromInline
     func take() -> OpaquePointer {
+        if let c = OpaquePointer(bitPattern: spare.exchange(0, ordering: .acquiring)) { return c }
         pthread_mutex_lock(mutex)
         let c = idle.popLast()
         pthread_mutex_unlock(mutex)
@@ -82,6 +89,7 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     /// Returns a context from `take`.
     @usableFromInline
     func give(_ c: OpaquePointer) {
+        if spare.compareExchange(expected: 0, desired: UInt(bitPattern: c), ordering: .releasing).exchanged { return }
         pthread_mutex_lock(mutex)
         idle.append(c)
         pthread_mutex_unlock(mutex)
