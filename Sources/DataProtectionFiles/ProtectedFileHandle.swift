@@ -66,7 +66,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
         let staging = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.stride * (writable ? 2 : 1), alignment: 16)
         self.state = Locked(State(
             fd: fd, size: plaintextSize, sealer: ChunkSealer(fileID: header.fileID, keys: keys), revokedBy: nil, epoch: epoch, staging: staging,
-            journal: writable && journaled ? WriteJournal(path: journalPath(for: path), dataPath: path) : nil,
+            journal: writable && journaled ? WriteJournal(dataPath: path) : nil,
             committedSize: committed ? plaintextSize : nil))
     }
 
@@ -114,20 +114,26 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(ProtectionError) -> Int {
         guard offset >= 0 else { throw invalid("a negative offset") }
         return try state.withLock { (st) throws(ProtectionError) -> Int in
-            var attempt = 0
-            func once(_ st: inout State) throws(ProtectionError) -> Int {
-                attempt += 1
-                if attempt > 1 { try refreshSize(&st) }
-                let sealer = try live(&st, "read")
-                let end = min(offset + Int64(buffer.count), st.size)
-                guard end > offset else { return 0 }
-                try readRange(&st, sealer, from: offset, to: end, into: buffer.baseAddress!)
-                return Int(end - offset)
-            }
             // A reader that meets a torn chunk finishes an interrupted write, then tries once more.
-            if writable { return try once(&st) }
-            return try files.retryingAfterRecovery(path) { () throws(ProtectionError) in try once(&st) }
+            if writable { return try readOnce(&st, into: buffer, at: offset, again: false) }
+            var again = false
+            return try files.retryingAfterRecovery(path) { () throws(ProtectionError) -> Int in
+                defer { again = true }
+                return try readOnce(&st, into: buffer, at: offset, again: again)
+            }
         }
+    }
+
+    /// One attempt of `read(into:at:)`; `again` for the one after a recovery, which reads the size anew.
+    ///
+    /// A method, not a local function: a local function's captured counter was a heap box allocated on every read.
+    private func readOnce(_ st: inout State, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, again: Bool) throws(ProtectionError) -> Int {
+        if again { try refreshSize(&st) }
+        let sealer = try live(&st, "read")
+        let end = min(offset + Int64(buffer.count), st.size)
+        guard end > offset else { return 0 }
+        try readRange(&st, sealer, from: offset, to: end, into: buffer.baseAddress!)
+        return Int(end - offset)
     }
 
     /// Writes `bytes` at `offset`, extending the file (with zeros in any gap) if needed.
@@ -246,10 +252,16 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
     }
 
     /// Commits outstanding journaled changes (when possible), closes the journal and the file, drops the keys.
+    ///
+    /// A handle already closed (or abandoned) has no descriptor, no keys and a zeroed staging buffer, and nothing can
+    /// put plaintext there again (every operation needs `live`, which never readmits keys without a descriptor), so
+    /// `deinit` after `close()` does not wipe the 4–8 KiB a second time.
     func finish(_ st: inout State) {
         if st.fd >= 0, st.failed == nil, st.journal?.hot == true { try? commit(&st) }
         st.journal?.close(io)
-        if st.fd >= 0 { io.close(st.fd); st.fd = -1 }
+        guard st.fd >= 0 else { return }
+        io.close(st.fd)
+        st.fd = -1
         st.sealer = nil
         st.dropPlaintext()
     }

@@ -74,7 +74,7 @@ extension ProtectedFiles {
                 }
                 header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
             }
-            var journal = WriteJournal(path: Self.journalPath(for: path), dataPath: path)
+            var journal = WriteJournal(dataPath: path)
             try journal.lockForHeaderChange(io, dataHeader: Array(raw[0..<FileHeader.size]))
             defer { journal.close(io) }
             do throws(SystemError) {

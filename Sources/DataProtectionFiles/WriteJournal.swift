@@ -16,9 +16,12 @@ import Glibc
 /// recovery never rolls back a live writer, and a second writer is refused
 /// instead of interleaving its changes. All I/O goes through the `FileIO` seam.
 struct WriteJournal {
-    /// The journal's path.
-    let path: String
-    /// The protected file it protects (for messages).
+    /// The journal's path, `.<name>.dpjournal` beside the data file (`journalPath(for:)`).
+    ///
+    /// Built when a journal is first opened, closed or named in a message, not per handle: most writable handles (every
+    /// newly created file's) never journal, and building the path cost about 3,400 instructions of a 4 KiB file's create.
+    var path: String { journalPath(for: dataPath) }
+    /// The protected file it protects.
     let dataPath: String
     /// The open journal, or -1.
     private var fd: Int32 = -1
@@ -35,8 +38,7 @@ struct WriteJournal {
     /// Chunks journaled since the last commit.
     var journaled: Set<Int64> = []
 
-    init(path: String, dataPath: String) {
-        self.path = path
+    init(dataPath: String) {
         self.dataPath = dataPath
     }
 

@@ -20,6 +20,13 @@ final class AESGCMBackendTests: XCTestCase {
         return Bool.random(using: &rng) ? edges.randomElement(using: &rng)! : Int.random(in: 0...70_000, using: &rng)
     }
 
+    /// On this project's machines (OpenSSL 3.0's default provider) the chunk cipher calls the provider's AES-256-GCM
+    /// functions directly, so the agreement test below covers that path; the EVP path stays for other providers.
+    func testTheChunkCipherCallsTheProviderDirectly() throws {
+        try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
+        XCTAssertTrue(AEADCipher.aesGCMCallsProviderDirectly, "libcrypto's provider does not list AES-256-GCM's functions, or they disagreed with EVP")
+    }
+
     func testTheBackendAndLibsodiumAgreeAndOpenEachOther() throws {
         try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
         var bytesChecked = 0
