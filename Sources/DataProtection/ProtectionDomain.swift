@@ -87,7 +87,7 @@ public final class ProtectionDomain: Sendable {
             logger: logger, present: present)
     }
 
-    /// `create(at:passphrase:kdf:keyStore:fileOptions:logger:present:)` through the file-system seam `io` (tests that inject faults).
+    /// `create(at:passphrase:kdf:keyStore:binding:fileOptions:logger:present:)` through the file-system seam `io` (tests that inject faults).
     package static func create(
         at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
         binding: KeyBinding = .file, fileOptions: ProtectedFileOptions = .init(), io: any FileIO, logger: Logger? = nil,
@@ -189,8 +189,16 @@ public final class ProtectionDomain: Sendable {
     /// - Throws: `.wrongPassphrase` for a mistyped or foreign recovery key; `.notFound`; `.corruptKeybag`
     ///   naming the keybag when its recovery entries do not authenticate (nothing is changed); `.tpmUnavailable`
     ///   when the binding asks for a TPM that does not answer (nothing is changed).
-    /// - Parameter binding: the recovered keybag's binding; nil keeps the kind the keybag had, bound to this machine
-    ///   (a TPM-bound domain gets a new key in the TPM at `location.tpmTCTI`).
+    /// - Parameters:
+    ///   - location: where the domain's home (with the keybag to recover) and its device directory are.
+    ///   - recoveryKey: the key `init` showed once.
+    ///   - newPassphrase: the passphrase that unlocks the domain from now on.
+    ///   - kdf: Argon2id parameters for the new passphrase; nil keeps the stored ones.
+    ///   - binding: the recovered keybag's binding; nil keeps the kind the keybag had, bound to this machine
+    ///     (a TPM-bound domain gets a new key in the TPM at `location.tpmTCTI`).
+    ///   - keyStore: where the class keys live while unlocked (the kernel keyring by default).
+    ///   - fileOptions: options of the domain's `files`.
+    ///   - logger: where recovery is logged; nil for nowhere.
     public static func recover(
         at location: DomainLocation, recoveryKey: borrowing RecoveryKey, newPassphrase: borrowing SecretBytes, kdf: Argon2Parameters? = nil,
         binding: KeyBinding? = nil, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil
