@@ -25,7 +25,10 @@ final class LifetimeTests: KeyringTestCase {
         try keyring.setTimeout(key, seconds: 1)
         try keyring.setTimeout(key, seconds: 0)
         // /proc/keys shows "perm" in the expiry column for a key without a timeout.
-        let line = try String(contentsOfFile: "/proc/keys", encoding: .utf8)
+        // Read to the end: /proc/keys reports size 0 and lists every key this uid may view (other suites' too).
+        let proc = try XCTUnwrap(FileHandle(forReadingAtPath: "/proc/keys"))
+        defer { try? proc.close() }
+        let line = String(decoding: proc.readDataToEndOfFile(), as: UTF8.self)
             .split(separator: "\n").first { $0.hasPrefix(String(format: "%08x ", key.rawValue)) }
         XCTAssertNotNil(line)
         XCTAssertTrue(line?.contains(" perm ") ?? false, String(line ?? ""))

@@ -134,7 +134,7 @@ final class AESGCMBackendTests: XCTestCase {
         let nonces = made
         nonisolated(unsafe) let results = UnsafeMutableBufferPointer<[UInt8]>.allocate(capacity: threads * perThread)
         results.initialize(repeating: [])
-        defer { results.deallocate() }
+        defer { _ = results.deinitialize(); results.deallocate() }  // the arrays stored in it too (LeakSanitizer)
         DispatchQueue.concurrentPerform(iterations: threads) { t in
             for i in t * perThread..<(t + 1) * perThread {
                 var c = plain + [UInt8](repeating: 0, count: 16)
