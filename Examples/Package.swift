@@ -16,6 +16,7 @@ let package = Package(
     products: [
         .executable(name: "dp-example-service", targets: ["dp-example-service"]),
         .executable(name: "library-tour", targets: ["library-tour"]),
+        .executable(name: "dp-container-example", targets: ["dp-container-example"]),
         // For the library's own tests (DpctlTests), which run the example service as a real embedding process.
         .library(name: "ExamplePrograms", targets: ["ExamplePrograms"]),
     ],
@@ -27,10 +28,12 @@ let package = Package(
         .executableTarget(name: "dp-example-service", dependencies: [library("DataProtection")], path: "BackgroundService"),
         // The main job's tour of the library (scripts/walkthrough).
         .executableTarget(name: "library-tour", dependencies: [library("DataProtection")], path: "LibraryTour"),
+        // A service where seccomp refuses the kernel keyring: the key-store choice (ContainerService/main.swift).
+        .executableTarget(name: "dp-container-example", dependencies: [library("DataProtection")], path: "ContainerService"),
         // The example executables' names, for tests that run them. Depending on this library (not on the executable
         // products) builds them with the dependent's tests only: SwiftPM 6.3 builds an executable product that any
         // target of the root package names, tests included, in a plain `swift build`, but not an executable target
         // reached through another package's library.
-        .target(name: "ExamplePrograms", dependencies: ["dp-example-service", "library-tour"], path: "ExamplePrograms"),
+        .target(name: "ExamplePrograms", dependencies: ["dp-example-service", "library-tour", "dp-container-example"], path: "ExamplePrograms"),
     ]
 )

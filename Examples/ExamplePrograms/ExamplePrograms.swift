@@ -6,4 +6,6 @@ public enum ExamplePrograms {
     public static let service = "dp-example-service"
     /// The main job's tour of the library (Examples/LibraryTour).
     public static let libraryTour = "library-tour"
+    /// A service where seccomp refuses the kernel keyring, choosing its key store (Examples/ContainerService).
+    public static let containerExample = "dp-container-example"
 }
