@@ -76,7 +76,7 @@ public final class DataProtectionService: Service, Sendable {
             BlockingThreads.io.run {
                 let started = ContinuousClock.now
                 // 1. No new admissions; every handle finishes its operation, commits and wipes its keys.
-                let retired = domain.liveLock.retireKeys()
+                let retired = domain.retireKeys()
                 // 2. The containers it opened (their in-use locks).
                 let open = containers.withLock { list in defer { list = [] }; return list }
                 for c in open { c.close() }

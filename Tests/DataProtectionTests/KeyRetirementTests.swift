@@ -55,3 +55,19 @@ final class KeyRetirementTests: XCTestCase {
         print("stopListening returned in \(took); a later lock was acknowledged by \(report.processesAcknowledged) listener")
     }
 }
+
+/// `ProtectionDomain.retireKeys` on a real domain: opens refused, and an in-process key store emptied.
+final class DomainRetirementTests: DomainTestCase {
+    func testRetireKeysEmptiesAnInProcessStoreAndRefusesOpens() throws {
+        let domain = try ProtectionDomain.create(at: location, passphrase: try secret("pw"), kdf: .minimumForTests, keyStore: .inProcess) { (_) throws(ProtectionError) in }
+        try domain.unlock(passphrase: try secret("pw"))
+        try domain.files.write([7], to: root + "/f", protection: .complete)
+        let h = try domain.files.open(root + "/f")
+        XCTAssertTrue(try domain.store.isPresent(.complete, 1), "the in-process store holds class complete once unlocked")
+        XCTAssertEqual(domain.retireKeys(), 1)
+        XCTAssertFalse(try domain.store.isPresent(.complete, 1), "the in-process store still holds class complete after retireKeys")
+        XCTAssertThrowsError(try domain.files.read(root + "/f")) { XCTAssertEqual(($0 as? ProtectionError)?.code, .shuttingDown) }
+        XCTAssertThrowsError(try h.read(at: 0, count: 1)) { XCTAssertEqual(($0 as? ProtectionError)?.code, .shuttingDown) }
+        h.close()
+    }
+}
