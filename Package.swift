@@ -187,7 +187,8 @@ let package = Package(
             name: "DpctlTests",
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "TPMBinding", "dpctl", rigs("TestSupport"),
-                "DataProtectionSQLite",
+                "DataProtectionSQLite", "DataProtectionService", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]
