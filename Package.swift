@@ -146,7 +146,7 @@ let package = Package(
         .target(
             name: "DataProtectionService",
             dependencies: [
-                "DataProtection", "FileCoordination", "Locking", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "DataProtection", "Locking", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["README.md"]),

@@ -2,7 +2,7 @@
 public import DataProtection
 public import ServiceLifecycle
 public import Logging
-import FileCoordination
+import Foundation
 import Locking
 
 /// Runs one protection domain in a `ServiceGroup`: it owns the domain's live-lock listener (and so its auto-lock) and
@@ -66,14 +66,14 @@ public final class DataProtectionService: Service, Sendable {
 
     /// The graceful shutdown: retire the keys, close the containers, stop the listener (once; later calls return at once).
     ///
-    /// Runs its blocking steps on the I/O threads, so the cooperative pool stays free while handles finish.
-    /// Not cancellable: a shutdown started always completes.
+    /// Runs its blocking steps on a thread of its own (not the cooperative pool, and not queued behind the I/O threads'
+    /// work), so async work keeps running while handles finish. Not cancellable: a shutdown started always completes.
     public func shutDown() async {
         let first = containers.withLock { _ in stopped.withLock { s -> Bool in defer { s = true }; return !s } }
         guard first else { return }
         let domain = domain, containers = containers, logger = logger
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            BlockingThreads.io.run {
+            Thread.detachNewThread {
                 let started = ContinuousClock.now
                 // 1. No new admissions; every handle finishes its operation, commits and wipes its keys.
                 let retired = domain.retireKeys()
