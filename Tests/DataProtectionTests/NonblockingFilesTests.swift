@@ -78,7 +78,7 @@ final class NonblockingFilesTests: XCTestCase {
             try await Task.sleep(for: .milliseconds(1))
             ticks.add(1, ordering: .relaxed)
         }
-        XCTAssertGreaterThan(ticks.load(ordering: .relaxed), 50, "the cooperative pool stalled while 200 writes waited")
+        XCTAssertGreaterThan(ticks.load(ordering: .relaxed), 15, "the cooperative pool stalled while 200 writes waited (a blocked pool ticks never)")
         for w in writers { w.cancel() }
         release.signal()
         var cancelled = 0, written = 0
