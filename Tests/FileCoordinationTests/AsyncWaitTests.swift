@@ -79,4 +79,35 @@ final class AsyncWaitTests: XCTestCase {
                 + "\(finished) other jobs finished; \(cancelled.count) cancelled while waiting (all threw .cancelled), \(completed) ran after the release")
         }
     }
+
+    /// The control: the same 200 waits through the blocking form, called from tasks, take every cooperative thread,
+    /// so the counter does not tick until the holder lets go by itself (after 500 ms): the measure above can fail.
+    func testBlockingWaitsInTasksStallTheCounterControl() async throws {
+        let root = try makeScratchDirectory(name)
+        let domain = try CoordinationDomain(root: root)
+        let item = root.appendingPathComponent("item")
+        let coordinator = FileCoordinator(domain: domain, timeout: .seconds(60))
+        let held = DispatchSemaphore(value: 0)
+        let start = ContinuousClock.now
+        Thread.detachNewThread {
+            try? FileCoordinator(domain: domain).coordinate(writingItemAt: item) { _ in
+                held.signal()
+                Thread.sleep(forTimeInterval: 0.5)  // the holder lets go on its own: no task can tell it to
+            }
+        }
+        held.wait()
+        let window = start.advanced(by: .milliseconds(400))
+        let ticks = Count()
+        let counter = Task {
+            while ContinuousClock.now < window {
+                try await Task.sleep(for: .milliseconds(1))
+                if ContinuousClock.now < window { ticks.add() }
+            }
+        }
+        let blocking = (0..<200).map { _ in Task { try coordinator.coordinate(readingItemAt: item) { _ in } } }
+        for b in blocking { try await b.value }
+        try await counter.value
+        XCTAssertLessThan(ticks.now, 25, "blocking waits left the pool free: the async test above proves nothing here")
+        print("control: 200 blocking waits in tasks; the counter ticked \(ticks.now) times in the first 400 ms")
+    }
 }
