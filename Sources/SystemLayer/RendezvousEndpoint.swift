@@ -21,6 +21,8 @@ package final class RendezvousEndpoint: Sendable {
     private let stopping = Atomic<Bool>(false)
     /// Set by the receive loop once it has removed the endpoint's files (`stop(waiting:)` waits for it).
     private let ended = Atomic<Bool>(false)
+    /// Set by `start`: a loop that never started has nothing to wait for.
+    private let started = Atomic<Bool>(false)
     private let endedSignal = DispatchSemaphore(value: 0)
     /// The receive loop's thread (`pthread_self` as a number; 0 before it starts): a stop from it cannot wait for itself.
     private let loopThread = Atomic<UInt>(0)
@@ -63,6 +65,7 @@ package final class RendezvousEndpoint: Sendable {
         _ serving: Serving, requestTimeoutMilliseconds: Int32, tick: @escaping @Sendable () -> Int32? = { -1 },
         handle: @escaping @Sendable (_ request: [UInt8], _ conversation: RendezvousConversation) -> Void
     ) {
+        started.store(true, ordering: .releasing)
         detachThread { [self] in
             loopThread.store(UInt(pthread_self()), ordering: .releasing)
             while !stopping.load(ordering: .acquiring) {
@@ -100,7 +103,7 @@ package final class RendezvousEndpoint: Sendable {
     }
 
     private func wait(_ waiting: Bool) {
-        guard waiting, loopThread.load(ordering: .acquiring) != UInt(pthread_self()) else { return }
+        guard waiting, started.load(ordering: .acquiring), loopThread.load(ordering: .acquiring) != UInt(pthread_self()) else { return }
         if ended.load(ordering: .acquiring) { return }
         endedSignal.wait()
         endedSignal.signal()  // a second waiter (or a later stop) passes too
