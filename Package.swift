@@ -41,6 +41,8 @@ let package = Package(
         .library(name: "ProtectionCrypto", targets: ["ProtectionCrypto"]),
         // The kernel keyring, for embedders that manage session keyrings themselves (and the benchmarks).
         .library(name: "KernelKeyring", targets: ["KernelKeyring"]),
+        // A domain as a swift-service-lifecycle Service: graceful shutdown retires its keys and stops its listener.
+        .library(name: "DataProtectionService", targets: ["DataProtectionService"]),
         .executable(name: "dpctl", targets: ["dpctl"]),
     ],
     dependencies: [
@@ -49,6 +51,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         // GRDB, for the DataProtectionGRDB product only; it links the system libsqlite3, as CSQLite does.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // swift-service-lifecycle, for the DataProtectionService product only.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // The examples (their own package, on this one by path): only DpctlTests use it, to run the example service.
         .package(path: "Examples"),
         // The test rigs (their own package under Tests/Support, on this one by path): only the test targets use it.
@@ -138,6 +142,14 @@ let package = Package(
             name: "DataProtectionGRDB",
             dependencies: ["DataProtection", "DataProtectionSQLite", .product(name: "GRDB", package: "GRDB.swift")],
             exclude: ["README.md"]),
+        // A domain run as a Service in a ServiceGroup (the only target that depends on swift-service-lifecycle).
+        .target(
+            name: "DataProtectionService",
+            dependencies: [
+                "DataProtection", "Locking", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["README.md"]),
         .executableTarget(
             name: "dpctl",
             dependencies: [
@@ -175,7 +187,8 @@ let package = Package(
             name: "DpctlTests",
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "TPMBinding", "dpctl", rigs("TestSupport"),
-                "DataProtectionSQLite",
+                "DataProtectionSQLite", "DataProtectionService", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]

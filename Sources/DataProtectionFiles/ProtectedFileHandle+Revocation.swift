@@ -20,6 +20,21 @@ extension ProtectedFileHandle {
         state.withLock { st in Self.drop(&st, .locked(protectionClass)) }
     }
 
+    /// Commits the handle and wipes its keys for good at shutdown (`KeyHolder`): later calls throw `error` (`.shuttingDown`).
+    ///
+    /// Under the handle's lock, so a write in progress finishes (or fails and leaves its journal to roll it back)
+    /// first. A journaled handle (a writable one on the file's real name) is then closed as `close()` closes it: its
+    /// journal committed and removed, its descriptors closed, its keys and staged plaintext wiped. Any other handle has
+    /// its keys and staged plaintext wiped and keeps its descriptor for the owner's `close()`: a handle filling an
+    /// atomic replace shares its descriptor with the replace, whose lock and discard must not lose it mid-operation
+    /// (that replace then fails `.shuttingDown` at its next step and removes its temporary file; the old file stays).
+    package func retire(_ error: ProtectionError) {
+        state.withLock { st in
+            if st.journal != nil { finish(&st) }
+            Self.drop(&st, error)
+        }
+    }
+
     /// Drops the keys and the staged plaintext; later calls throw `error` (until an unlock, for `.locked`).
     static func drop(_ st: inout State, _ error: ProtectionError) {
         st.sealer = nil

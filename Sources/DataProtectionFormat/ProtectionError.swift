@@ -67,6 +67,9 @@ public struct ProtectionError: Error, Sendable, CustomStringConvertible {
         case tpmLockout
         /// File coordination did not grant access (timed out, would deadlock, cancelled).
         case coordinationFailed
+        /// The domain's keys were retired in this process: its service is shutting down (`DataProtectionService`), so
+        /// no new open, create or key fetch is admitted, and handles it closed refuse further calls.
+        case shuttingDown
         /// A system call failed with this errno.
         case io(Int32)
     }

@@ -34,7 +34,7 @@ final class LockWait: Sendable {
     func start(_ type: LockType, start: Int64, length: Int64) {
         let fd = lease.fd
         lease.retain()
-        WaiterThreads.shared.run { [self] in
+        BlockingThreads.lockWaits.run { [self] in
             let result = OFDLock.waitSet(fd: fd, type, start: start, length: length)
             let outcome: Outcome = result == .done ? .acquired : .failed(errnoOf(result))
             if !resolve(outcome) {

@@ -1,6 +1,7 @@
 // This process's endpoint in a rendezvous directory: its liveness lock, its socket and its receive loop.
 public import SystemPackage
 import Synchronization
+import Dispatch
 
 #if canImport(Glibc)
 import Glibc
@@ -8,8 +9,8 @@ import Glibc
 
 /// This process's endpoint in a `RendezvousDirectory`: alive while it holds `<id>.live`, reached at `<id>.sock`.
 ///
-/// `start` runs the receive loop on a thread of the endpoint's own; `stop` ends it at its next wake-up, and the loop
-/// then removes the endpoint's files.
+/// `start` runs the receive loop on a thread of the endpoint's own; `stop` wakes it at once (a connection to its own
+/// socket) and ends it, and the loop then removes the endpoint's files; `stop(waiting: true)` returns only after that.
 package final class RendezvousEndpoint: Sendable {
     /// The endpoint's name in the directory.
     package let id: String
@@ -18,6 +19,13 @@ package final class RendezvousEndpoint: Sendable {
     /// The descriptor that holds the liveness lock (the kernel drops the lock when the process dies).
     private let liveness: Int32
     private let stopping = Atomic<Bool>(false)
+    /// Set by the receive loop once it has removed the endpoint's files (`stop(waiting:)` waits for it).
+    private let ended = Atomic<Bool>(false)
+    /// Set by `start`: a loop that never started has nothing to wait for.
+    private let started = Atomic<Bool>(false)
+    private let endedSignal = DispatchSemaphore(value: 0)
+    /// The receive loop's thread (`pthread_self` as a number; 0 before it starts): a stop from it cannot wait for itself.
+    private let loopThread = Atomic<UInt>(0)
 
     /// How a received conversation is served.
     package enum Serving: Sendable {
@@ -57,11 +65,15 @@ package final class RendezvousEndpoint: Sendable {
         _ serving: Serving, requestTimeoutMilliseconds: Int32, tick: @escaping @Sendable () -> Int32? = { -1 },
         handle: @escaping @Sendable (_ request: [UInt8], _ conversation: RendezvousConversation) -> Void
     ) {
+        started.store(true, ordering: .releasing)
         detachThread { [self] in
+            loopThread.store(UInt(pthread_self()), ordering: .releasing)
             while !stopping.load(ordering: .acquiring) {
                 guard let timeout = tick() else { break }
                 guard let readable = try? listener.waitReadable(timeoutMilliseconds: timeout) else { break }
                 guard readable, let connection = try? listener.accept() else { continue }
+                // `stop`'s wake-up call (or a sender racing it): the loop ends without serving it.
+                if stopping.load(ordering: .acquiring) { connection.close(); break }
                 let conversation = RendezvousConversation(connection)
                 let serve: @Sendable () -> Void = {
                     defer { conversation.close() }
@@ -74,11 +86,28 @@ package final class RendezvousEndpoint: Sendable {
                 }
             }
             close()
+            ended.store(true, ordering: .releasing)
+            endedSignal.signal()
         }
     }
 
-    /// Ends the receive loop at its next wake-up (the tick's timeout at the latest).
-    package func stop() { stopping.store(true, ordering: .releasing) }
+    /// Ends the receive loop now: marks it stopping and wakes it with a connection to its own socket.
+    ///
+    /// A conversation being served finishes first (a lock's acknowledgement is never cut off).
+    /// - Parameter waiting: return only once the loop has ended and removed the endpoint's files (ignored when called
+    ///   from the loop itself, e.g. by an event handler, which cannot wait for its own end).
+    package func stop(waiting: Bool = false) {
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return wait(waiting) }
+        if let wake = try? UnixSocket.connected(to: directory.address(id)) { wake.close() }  // refused only once it ended
+        wait(waiting)
+    }
+
+    private func wait(_ waiting: Bool) {
+        guard waiting, started.load(ordering: .acquiring), loopThread.load(ordering: .acquiring) != UInt(pthread_self()) else { return }
+        if ended.load(ordering: .acquiring) { return }
+        endedSignal.wait()
+        endedSignal.signal()  // a second waiter (or a later stop) passes too
+    }
 
     /// Removes the endpoint's files, then lets go of the socket and the liveness lock.
     private func close() {

@@ -52,7 +52,7 @@ enum Exit: Int32, CaseIterable {
         case .invalidArgument, .escapesContainer, .readOnly: self = .usage
         case .notFound: self = .notFound
         case .alreadyExists: self = .alreadyExists
-        case .badHandle, .fileTooLarge, .io: self = .io
+        case .badHandle, .fileTooLarge, .io, .shuttingDown: self = .io
         case .wrongPassphrase: self = .wrongPassphrase
         case .keyringUnavailable: self = .keyringUnavailable
         case .insecurePermissions: self = .insecurePermissions

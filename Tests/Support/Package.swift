@@ -27,6 +27,7 @@ let package = Package(
         .executable(name: "guarantee-worker", targets: ["guarantee-worker"]),
         .executable(name: "crash-worker", targets: ["crash-worker"]),
         .executable(name: "unlock-hold", targets: ["unlock-hold"]),
+        .executable(name: "service-worker", targets: ["service-worker"]),
         .library(name: "TestSupport", targets: ["TestSupport"]),
         // The guarantee matrix's drivers (GuaranteeMatrixTests) and the crash scenarios (PowerLossTests).
         .library(name: "GuaranteeMatrix", targets: ["GuaranteeMatrix"]),
@@ -41,7 +42,7 @@ let package = Package(
         // Finding a built rig next to the test bundle; depending on it builds every rig with the tests.
         .target(
             name: "TestSupport",
-            dependencies: ["keyctl-deny", "keyring-probe", "container-hold", "coordination-worker", "guarantee-worker", "crash-worker", "unlock-hold"],
+            dependencies: ["keyctl-deny", "keyring-probe", "container-hold", "coordination-worker", "guarantee-worker", "crash-worker", "unlock-hold", "service-worker"],
             path: "TestSupport"),
         // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
         .executableTarget(name: "keyctl-deny", path: "keyctl-deny"),
@@ -75,5 +76,8 @@ let package = Package(
             path: "CrashScenarios"),
         // Performs one crash-harness operation so CrashHarnessTests can SIGKILL it at any point (through the seam).
         .executableTarget(name: "crash-worker", dependencies: ["CrashScenarios", library("DataProtection")], path: "crash-worker"),
+        // Runs a ServiceGroup with DataProtectionService and a writer; SIGTERM during its writes (ServiceLifecycleTests).
+        .executableTarget(
+            name: "service-worker", dependencies: [library("DataProtection"), library("DataProtectionService")], path: "service-worker"),
     ]
 )

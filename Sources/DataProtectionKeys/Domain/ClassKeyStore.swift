@@ -214,6 +214,12 @@ package final class ProcessKeyStore: ClassKeyStore {
         keys.withLock { t in for g in generations { t.removeValue(forKey: name(c, g)) } }
     }
 
+    /// Drops every key this store holds (a service's shutdown): each `ClassKey`'s secret zeroes itself as it goes.
+    package func wipeAll() {
+        keys.withLock { $0.removeAll() }
+        expiry.withLock { $0 = nil }
+    }
+
     package func serial(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> Int32? { nil }
     package func isPresent(_ c: ProtectionClass, _ g: UInt32) throws(ProtectionError) -> Bool { try secret(c, g) != nil }
     package func deadline() throws(ProtectionError) -> Int64? {

@@ -34,6 +34,11 @@ extension ProtectionError {
         ProtectionError(.locked, "class \(c) is locked; run `dpctl unlock`")
     }
 
+    /// The error every admission throws once the keys were retired (`DataProtectionService` shut down in this process).
+    public static var retired: ProtectionError {
+        ProtectionError(.shuttingDown, "the service is shutting down and no longer opens protected data; retry against the restarted service")
+    }
+
     /// The error for a header naming a class-key generation the domain does not hold.
     public static func unknownGeneration(_ c: ProtectionClass, _ g: UInt32) -> ProtectionError {
         ProtectionError(.authenticationFailed, "the file needs generation \(g) of class \(c), which this domain does not have: it belongs to another domain, or its header was altered")

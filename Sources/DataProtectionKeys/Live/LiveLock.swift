@@ -96,6 +96,25 @@ public final class LiveLock: Sendable {
 
     deinit { listener.stop() }
 
+    /// Stops this process's listener for good and returns once its thread has ended and its endpoint is gone.
+    ///
+    /// For a graceful shutdown (`DataProtectionService`), after the process's keys were retired
+    /// (`retireKeys()`): from then on this process neither receives events nor acknowledges locks, so a later `lock`
+    /// counts it out as a process that left, and takes no auto-lock's turn here. Nothing protected is at stake: every
+    /// handle of this process was closed and wiped by the retirement, and any handle still used fails by the epoch
+    /// check of the shared page. Called from an event handler (the listener thread) it does not wait for itself.
+    public func stopListening() { listener.stop(waiting: true) }
+
+    /// Retires this domain's keys in this process for good: no new open, create or key fetch is admitted
+    /// (`.shuttingDown`), and every open handle commits its journal, closes and wipes its keys.
+    ///
+    /// Returns once every handle has done so: an operation a handle is running finishes first (a write completes,
+    /// or fails and leaves its journal to roll it back). The class keys themselves stay where they live (the kernel
+    /// keyring) for other processes; this process holds no copy of them (they are read from the store on each use).
+    /// - Returns: how many handles (and other key holders) were retired.
+    @discardableResult
+    public func retireKeys() -> Int { revocation.retire() }
+
     /// The message for a rendezvous failure: the state page's steps, or the listener's.
     private static func error(_ failure: RendezvousDirectory.Failure, _ statePath: String) -> ProtectionError {
         switch failure {

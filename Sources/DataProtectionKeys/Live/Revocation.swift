@@ -13,6 +13,16 @@ package protocol KeyHolder: AnyObject, Sendable {
     /// Called on the thread that applies a lock, after an acquisition in flight finished; an operation the
     /// holder is running finishes first (the holder takes its own lock).
     func revoke(where locked: (ProtectionClass) -> Bool)
+
+    /// Ends this holder for good at shutdown (`Revocation.retire`): a handle commits its journal, closes its
+    /// descriptors and wipes its keys; later calls throw `error`. The holder stays registered until it is closed or
+    /// freed, as usual. An operation the holder is running finishes first.
+    func retire(_ error: ProtectionError)
+}
+
+extension KeyHolder {
+    /// What a holder with nothing to commit does at shutdown: drops every key it has.
+    package func retire(_ error: ProtectionError) { revoke(where: { _ in true }) }
 }
 
 /// The lock state a `Revocation` follows: the domain's shared page (`LiveState`), or an in-process store's own.
@@ -37,6 +47,8 @@ package protocol KeyHolder: AnyObject, Sendable {
     @usableFromInline let gate = ReadWriteGate()
     private let holders = Locked(Registry())
     private let waiting = Atomic<Int>(0)
+    /// Set once by `retire`: every later admission throws `.shuttingDown` (one relaxed load per open, none per read or write).
+    @usableFromInline let retired = Atomic<Bool>(false)
 
     /// Revocations waiting for acquisitions in flight to finish (for the interleaving test).
     package var revocationsWaiting: Int { waiting.load(ordering: .sequentiallyConsistent) }
@@ -55,6 +67,7 @@ package protocol KeyHolder: AnyObject, Sendable {
     ) throws(ProtectionError) -> R {
         via.record()
         return try gate.shared { () throws(ProtectionError) -> R in
+            if _slowPath(retired.load(ordering: .relaxed)) { throw .retired }
             let epoch = state.epoch
             if state.revokes(c) { throw .locked(c) }
             if let other, state.revokes(other) { throw .locked(other) }
@@ -65,8 +78,35 @@ package protocol KeyHolder: AnyObject, Sendable {
     /// Throws `.locked` when class `c` is locked now: a cheap refusal before a call makes anything (`admit` checks again).
     package func refuseIfLocked(_ c: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) {
         via.record()
+        if _slowPath(retired.load(ordering: .relaxed)) { throw .retired }
         if state.revokes(c) { throw .locked(c) }
     }
+
+    /// Ends this process's use of these keys for good (a service's graceful shutdown): no admission succeeds again, and
+    /// every registered holder is retired (a handle commits, closes and wipes its keys).
+    ///
+    /// The same gate as a lock's revocation: the flag is set first, then the exclusive side waits for acquisitions in
+    /// flight, so each either registered its holder (and is retired here) or sees the flag and throws `.shuttingDown`.
+    /// An operation a handle is running (a write, a sync) finishes first: the handle's own lock orders it.
+    /// Must not be called by a thread inside `admit` or holding a holder's own lock.
+    /// - Returns: how many holders were retired.
+    @discardableResult
+    package func retire() -> Int {
+        retired.store(true, ordering: .relaxed)
+        gate.exclusive {}
+        let error = ProtectionError.retired
+        return holders.withLock { table in
+            var n = 0
+            for case let entry? in table.slots {
+                entry.holder.retire(error)
+                n += 1
+            }
+            return n
+        }
+    }
+
+    /// Whether `retire` has run (the keys' service shut down).
+    package var isRetired: Bool { retired.load(ordering: .relaxed) }
 
     /// Registers `holder` and returns its slot (for `unregister(slot:)`); call it inside `admit`'s body, before the
     /// keys it holds are used.
