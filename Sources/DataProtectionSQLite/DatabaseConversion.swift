@@ -1,5 +1,6 @@
 internal import CSQLite
 import DataProtection
+import DataProtectionFormat
 import SystemLayer
 
 #if canImport(Glibc)
@@ -19,6 +20,12 @@ extension DatabaseUnit {
     /// Whether `path` is a plain (unprotected) SQLite database: its first 16 bytes are SQLite's header string.
     public static func isPlainDatabase(_ path: String, files: ProtectedFiles) -> Bool {
         prefix(path, 16, io: files.fileIO) == plainMagic
+    }
+
+    /// Whether `path` starts as a protected file does (its magic), read without a key or a domain: what `dpctl repair`
+    /// checks before it opens the domain for a database's SQLite recovery.
+    public static func looksProtected(_ path: String) -> Bool {
+        prefix(path, FileHeader.magic.count, io: SystemFileIO()) == FileHeader.magic
     }
 
     /// Converts the plain SQLite database `path`, with its rollback journal or WAL, into a protected database of class

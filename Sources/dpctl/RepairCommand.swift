@@ -51,15 +51,15 @@ struct Repair: ParsableCommand {
             total.merge(report)
         }
         // SQLite's own recovery of each database unit, after the chunk journals (it needs the key).
-        // Candidates: files with a journal, WAL or wal-index beside them (a database at rest is one file: nothing to do);
-        // the domain opens only when there is one.
+        // Candidates: protected files (by their magic, keyless) with a journal, WAL or wal-index beside them (a database
+        // at rest is one file: nothing to do); the domain opens only when there is one, so a tree without any stays keyless.
         var databases = 0, databasesInUse = 0
         var opened: ProtectionDomain?
         let sides = DatabaseUnit.companionSuffixes + ["-shm"]
         for p in paths {
             do {
                 let candidates = try collect([p]).filter { f in
-                    !sides.contains { f.hasSuffix($0) } && sides.contains { FileManager.default.fileExists(atPath: f + $0) }
+                    !sides.contains { f.hasSuffix($0) } && sides.contains { FileManager.default.fileExists(atPath: f + $0) } && DatabaseUnit.looksProtected(f)
                 }
                 for db in candidates {
                     do {

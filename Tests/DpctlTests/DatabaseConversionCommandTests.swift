@@ -171,4 +171,20 @@ final class DatabaseConversionCommandTests: DpctlTestCase {
         XCTAssertTrue(r.stderr.contains("1 databases recovered"), r.stderr)
         XCTAssertEqual(try protectedState(path, domain.files), [[.text("ok")], [.integer(400), .real(80_200)]])
     }
+
+    /// `repair` stays keyless for what is not a protected database: a plain WAL database with its `-wal` and `-shm`
+    /// (and no domain at the home) is left to SQLite, and the run succeeds.
+    func testRepairLeavesAPlainDatabaseAloneWithoutADomain() throws {
+        let path = dir + "/plain.db"
+        try sqlite(path, """
+            PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(x); INSERT INTO t VALUES (1);
+            .shell cp \(path) \(path).keep; cp \(path)-wal \(path).keep-wal
+            """)
+        let unit = dir + "/plain.db.keep"
+        let before = try [unit, unit + "-wal"].map(bytes)
+        let r = try dpctl(["repair", dir])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stderr.contains("0 databases recovered"), r.stderr)
+        XCTAssertEqual(try [unit, unit + "-wal"].map(bytes), before)
+    }
 }
