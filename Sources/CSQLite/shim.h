@@ -12,6 +12,9 @@ static inline sqlite3_destructor_type dp_sqlite3_transient(void) { return SQLITE
 
 // SQLite's extended result codes are macros Swift cannot import (an expression each): the ones the VFS returns.
 static const int DP_IOERR_CHECKRESERVEDLOCK = SQLITE_IOERR_CHECKRESERVEDLOCK;
+/// The protected VFS's own extended code of SQLITE_CORRUPT: a page (or journal or WAL chunk) failed authentication
+/// (tampered with), as opposed to SQLite's own corruption findings (SQLITE_CORRUPT and its extended codes 1–3).
+static const int DP_CORRUPT_TAMPERED = SQLITE_CORRUPT | (0x44 << 8);
 static const int DP_IOERR_DELETE = SQLITE_IOERR_DELETE;
 static const int DP_IOERR_DELETE_NOENT = SQLITE_IOERR_DELETE_NOENT;
 static const int DP_IOERR_FSTAT = SQLITE_IOERR_FSTAT;

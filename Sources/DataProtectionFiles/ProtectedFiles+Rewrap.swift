@@ -75,8 +75,8 @@ extension ProtectedFiles {
                 header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
             }
             var journal = WriteJournal(dataPath: path)
+            defer { journal.close(io) }  // also when taking the lock fails part way: no descriptor (or its lock) outlives the call
             try journal.lockForHeaderChange(io, dataHeader: Array(raw[0..<FileHeader.size]))
-            defer { journal.close(io) }
             do throws(SystemError) {
                 try header.encoded().span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
                 if sync { try io.fsync(fd) }

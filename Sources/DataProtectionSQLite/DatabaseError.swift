@@ -8,7 +8,8 @@ import Glibc
 /// Why a database call failed: SQLite's result code and message, and the protection error behind it, if any.
 ///
 /// A protected file's failure reaches SQLite as a result code a raw SQLite caller can switch on: `SQLITE_AUTH`
-/// ("authorization denied") for a locked class, `SQLITE_CORRUPT` for a page that failed authentication,
+/// ("authorization denied") for a locked class, `DatabaseError.tampered` (17419: `SQLITE_CORRUPT` with an extended code of
+/// the VFS's own, 0x44) for a page of the database, its journal or its WAL that failed authentication,
 /// `SQLITE_CANTOPEN`/`SQLITE_NOTADB` at open. A `ProtectedDatabase` caller gets the `ProtectionError` itself, whose
 /// message names the file and the fix ("class complete is locked; run `dpctl unlock`").
 public struct DatabaseError: Error, Sendable, CustomStringConvertible {
@@ -18,6 +19,16 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The protected file's error that made SQLite fail, if that is what happened.
     public let protection: ProtectionError?
+
+    /// The extended result code (17419) a raw SQLite caller gets when a page of the database, its rollback journal or
+    /// its WAL failed authentication (flipped, truncated or spliced bytes): `SQLITE_CORRUPT` (11) in its low byte, so
+    /// code that checks the primary code sees corruption, and 0x44 above it, which SQLite's own corruption codes
+    /// (`SQLITE_CORRUPT_VTAB`, `_SEQUENCE`, `_INDEX`: 1–3) never use, so it tells tampering from a SQLite finding.
+    public static let tampered: Int32 = DP_CORRUPT_TAMPERED
+
+    /// Whether a page of the database, its journal or its WAL failed authentication: it was tampered with (or damaged),
+    /// and no byte of it was returned; restore the database from a backup.
+    public var isTampered: Bool { resultCode == Self.tampered || protection.map { [.authenticationFailed, .corruptHeader].contains($0.code) } == true }
 
     /// Whether the database's class is locked: the statement failed because `lock` withdrew its key.
     public var isLocked: Bool { protection?.code == .locked }
@@ -45,7 +56,7 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
 func sqliteCode(for e: ProtectionError, io ioCode: Int32) -> Int32 {
     switch e.code {
     case .locked: SQLITE_AUTH
-    case .authenticationFailed, .corruptHeader: SQLITE_CORRUPT
+    case .authenticationFailed, .corruptHeader: DP_CORRUPT_TAMPERED
     case .notProtected, .unsupportedVersion: SQLITE_NOTADB
     case .notFound: SQLITE_CANTOPEN
     case .readOnly: SQLITE_READONLY

@@ -63,7 +63,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     ///
     /// Another connection may have grown the file, or re-sealed the chunk that was last (its flag changes when the file
     /// grows) since this handle learnt the size: a read that meets the end or fails authentication takes the size from
-    /// the file again and is tried once more. A chunk that still fails is tampered with: `SQLITE_CORRUPT`, no byte of it.
+    /// the file again and is tried once more. A chunk that still fails is tampered with: `DatabaseError.tampered` (an extended `SQLITE_CORRUPT`), no byte of it.
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
         do throws(ProtectionError) {
             var n: Int

@@ -29,7 +29,17 @@ public enum DatabaseUnit {
 
     /// The main file of which `path` is a companion (`app.db` for `app.db-wal`), if that file exists.
     public static func mainFile(ofCompanion path: String, files: ProtectedFiles) -> String? {
-        for s in companionSuffixes where path.hasSuffix(s) && path.count > s.count {
+        mainFile(of: path, suffixes: companionSuffixes, files: files)
+    }
+
+    /// The main file of which `path` is a companion or the wal-index (`app.db` for `app.db-shm`), if that file exists:
+    /// the files `protect` and `unprotect` handle with their database, never on their own.
+    public static func mainFile(ofSideFile path: String, files: ProtectedFiles) -> String? {
+        mainFile(of: path, suffixes: companionSuffixes + ["-shm"], files: files)
+    }
+
+    private static func mainFile(of path: String, suffixes: [String], files: ProtectedFiles) -> String? {
+        for s in suffixes where path.hasSuffix(s) && path.count > s.count {
             let main = String(path.dropLast(s.count))
             if files.fileIO.exists(main) { return main }
         }

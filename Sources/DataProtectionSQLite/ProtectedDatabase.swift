@@ -42,7 +42,9 @@ public final class ProtectedDatabase {
         let uri = vfs.uri(path, protection: protection)
         var db: OpaquePointer?
         _ = VFSFailure.take()
-        let flags = SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        // Extended result codes from the open on: a tampered header or first page fails the open itself, and a raw
+        // caller tells `DatabaseError.tampered` from SQLite's own SQLITE_CORRUPT only by the extended code.
+        let flags = SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
         let rc = sqlite3_open_v2(uri, &db, flags, vfs.name)
         guard rc == SQLITE_OK, let db else {
             let e = DatabaseError.from(rc, db, "open", path)

@@ -96,7 +96,7 @@ struct List: ParsableCommand {
 
 /// `dpctl protect`.
 struct Protect: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Convert ordinary files (or whole trees) into protected files in place, each atomically.")
+    static let configuration = CommandConfiguration(abstract: "Convert ordinary files (or whole trees) into protected files in place, each atomically; a SQLite database with its journal and WAL as one unit.")
     @OptionGroup var domain: DomainOptions
     @Option(name: .customLong("class"), help: "Protection class for the converted files.") var protectionClass: ProtectionClass
     @Argument(help: "Files or directories.") var paths: [String]
@@ -107,7 +107,14 @@ struct Protect: ParsableCommand {
         let bar = ProgressBar(label: "protecting")
         var converted = 0
         for (i, f) in files.enumerated() {
-            if try d.files.protectInPlace(f, as: protectionClass) { converted += 1 }
+            // A database is protected with its journal and WAL as one unit, under SQLite's exclusive lock; its
+            // companions and wal-index are not files of their own.
+            if DatabaseUnit.mainFile(ofSideFile: f, files: d.files) != nil { continue }
+            if DatabaseUnit.isPlainDatabase(f, files: d.files) {
+                if try DatabaseUnit.protect(f, as: protectionClass, files: d.files) { converted += 1 }
+            } else if try d.files.protectInPlace(f, as: protectionClass) {
+                converted += 1
+            }
             bar.update(done: i + 1, total: files.count)
         }
         bar.finish()
@@ -117,17 +124,22 @@ struct Protect: ParsableCommand {
 
 /// `dpctl unprotect`.
 struct Unprotect: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Convert protected files (or whole trees) back into ordinary files in place, each atomically.")
+    static let configuration = CommandConfiguration(abstract: "Convert protected files (or whole trees) back into ordinary files in place, each atomically; a database with its journal and WAL as one unit.")
     @OptionGroup var domain: DomainOptions
     @Argument(help: "Files or directories.") var paths: [String]
 
     func run() throws {
         let d = try domain.open()
         var files: [String] = []
-        for f in try collect(paths) where (try? d.files.info(f)) != nil { files.append(f) }
+        for f in try collect(paths) where (try? d.files.info(f)) != nil && DatabaseUnit.mainFile(ofSideFile: f, files: d.files) == nil { files.append(f) }
         let bar = ProgressBar(label: "unprotecting")
         for (i, f) in files.enumerated() {
-            try d.files.unprotectInPlace(f)
+            // A database with a journal or WAL: SQLite folds them into the main file first, then they go together.
+            if DatabaseUnit.isDatabase(f, files: d.files) {
+                try DatabaseUnit.unprotect(f, files: d.files)
+            } else {
+                try d.files.unprotectInPlace(f)
+            }
             bar.update(done: i + 1, total: files.count)
         }
         bar.finish()

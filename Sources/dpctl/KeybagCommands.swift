@@ -1,5 +1,6 @@
 import ArgumentParser
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 import ProtectionCrypto
 
@@ -53,7 +54,7 @@ struct Recover: ParsableCommand {
 struct Rotate: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Rotate a class key: new generation, per-file keys rewrapped header by header (contents are not re-encrypted).",
-        discussion: "Lists every protected file of the class under PATH… and rewraps it. Resumable: if interrupted, run it again (the journal in the home remembers the files). When every file is done the old generation is destroyed, so files of the class outside PATH… become unreadable: name every directory that holds them.")
+        discussion: "Lists every protected file of the class under PATH… and rewraps it. Resumable: if interrupted, run it again (the journal in the home remembers the files). When every file is done the old generation is destroyed, so files of the class outside PATH… become unreadable: name every directory that holds them. A database is rotated with its journal and WAL while no connection holds it; one in use is refused before anything changes.")
     @OptionGroup var domain: DomainOptions
     @OptionGroup var passphrase: PassphraseOptions
     @Option(name: .customLong("class"), help: "The class to rotate (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).")
@@ -65,7 +66,8 @@ struct Rotate: ParsableCommand {
         let d = try domain.open()
         let secret = try passphrase.source.read()
         let bar = ProgressBar(label: "rotating \(protectionClass.name)")
-        let r = try d.rotate(protectionClass, paths: paths, passphrase: secret) { p in
+        // Each database of the class under PATH… is held (SQLite's exclusive lock) for the whole rotation: one in use is refused.
+        let r = try DatabaseUnit.rotate(protectionClass, paths: paths, domain: d, passphrase: secret) { p in
             bar.update(done: p.done, total: p.total)
             return true
         }

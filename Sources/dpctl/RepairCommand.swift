@@ -1,5 +1,6 @@
 import ArgumentParser
 import DataProtection
+import DataProtectionSQLite
 import Foundation
 
 #if canImport(Glibc)
@@ -17,11 +18,17 @@ struct Repair: ParsableCommand {
             temporary files held by a live writer are left alone and reported as in use. No key or \
             domain is needed, so it works while locked; it needs write access to the files.
 
+            Then, for each protected SQLite database found with a journal, WAL or wal-index beside it, \
+            lets SQLite finish what a crash left (a hot journal rolled back, the WAL checkpointed into \
+            the database) and runs PRAGMA integrity_check; this step needs the domain (--home) and the \
+            database's class unlocked, and refuses a database in use.
+
             Prints one line per file it acted on (rolled back, rolled forward, discarded journal, \
-            removed, in use), and a summary on standard error. Exit status: 0 when nothing is left \
+            removed, in use, database), and a summary on standard error. Exit status: 0 when nothing is left \
             to do, 79 when a live writer still holds something (run it again later), otherwise the \
             code of the first error (every PATH is still processed).
             """)
+    @OptionGroup var domain: DomainOptions
     @Argument(help: "Protected files or directories.") var paths: [String]
 
     func validate() throws {
@@ -43,8 +50,43 @@ struct Repair: ParsableCommand {
             firstFailure = firstFailure ?? report.failures.first
             total.merge(report)
         }
-        note("repair: \(total.rolledBack) rolled back, \(total.rolledForward) rolled forward, \(total.journalsDiscarded) journals discarded, \(total.temporaryFilesRemoved) temporary files removed, \(total.inUse) in use")
-        let exit: Exit = firstFailure.map { Exit($0.code) } ?? (total.inUse > 0 ? .busy : .ok)
+        // SQLite's own recovery of each database unit, after the chunk journals (it needs the key).
+        // Candidates: protected files (by their magic, keyless) with a journal, WAL or wal-index beside them (a database
+        // at rest is one file: nothing to do); the domain opens only when there is one, so a tree without any stays keyless.
+        var databases = 0, databasesInUse = 0
+        var opened: ProtectionDomain?
+        let sides = DatabaseUnit.companionSuffixes + ["-shm"]
+        for p in paths {
+            do {
+                let candidates = try collect([p]).filter { f in
+                    !sides.contains { f.hasSuffix($0) } && sides.contains { FileManager.default.fileExists(atPath: f + $0) } && DatabaseUnit.looksProtected(f)
+                }
+                for db in candidates {
+                    do {
+                        if opened == nil { opened = try domain.open() }
+                        guard let files = opened?.files, (try? files.info(db)) != nil else { continue }
+                        let r = try DatabaseUnit.repair(db, files: files)
+                        databases += 1
+                        print("database \(r.journalRolledBack ? "journal rolled back, " : "")\(r.framesCheckpointed) WAL frames checkpointed, integrity \(r.integrity)\t\(db)")
+                        if r.integrity != "ok" {
+                            firstFailure = firstFailure ?? ProtectionError(.authenticationFailed, "unable to repair '\(db)': integrity_check: \(r.integrity); restore it from a backup", path: db)
+                        }
+                    } catch let e as ProtectionError where e.code == .coordinationFailed {
+                        databasesInUse += 1
+                        print("in use (database)\t\(db)")
+                    } catch let e as ProtectionError {
+                        note("dpctl: error: \(e.message)")
+                        firstFailure = firstFailure ?? e
+                    }
+                }
+            } catch {
+                let e = error as? ProtectionError ?? ProtectionError(.io(EIO), "unable to repair '\(p)': \(error)", path: p)
+                note("dpctl: error: \(e.message)")
+                firstFailure = firstFailure ?? e
+            }
+        }
+        note("repair: \(total.rolledBack) rolled back, \(total.rolledForward) rolled forward, \(total.journalsDiscarded) journals discarded, \(total.temporaryFilesRemoved) temporary files removed, \(total.inUse + databasesInUse) in use, \(databases) databases recovered")
+        let exit: Exit = firstFailure.map { Exit($0.code) } ?? (total.inUse + databasesInUse > 0 ? .busy : .ok)
         fflush(nil)  // every stream: print() buffers standard output
         Glibc.exit(exit.rawValue)
     }

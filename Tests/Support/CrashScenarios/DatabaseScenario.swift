@@ -1,5 +1,9 @@
 import DataProtection
 import DataProtectionSQLite
+import ProtectionCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // The protected-database operations of the crash harness (issue 21): a stream of transactions on a protected SQLite
 // database, in rollback-journal and WAL modes, killed at every I/O call. Each transaction k inserts six rows of seeded
@@ -22,7 +26,7 @@ extension Scenario {
         let db = try ProtectedDatabase.open(path: database, protection: .complete, files: d.files)
         defer { db.close() }
         try db.execute("""
-            PRAGMA journal_mode = \(op == .databaseWAL ? "WAL" : "DELETE");
+            PRAGMA journal_mode = \(op == .databaseWAL ? "WAL" : op == .databaseRollback ? "DELETE" : "PERSIST");
             CREATE TABLE counter(n INTEGER); INSERT INTO counter VALUES (0);
             CREATE TABLE t(txn INTEGER, i INTEGER, pad BLOB); CREATE INDEX t_txn ON t(txn)
             """)
@@ -71,6 +75,53 @@ extension Scenario {
             if m > acked + 1 { v.torn.append("\(database): \(m) transactions, but only \(acked) were acknowledged and one more was running") }
         } catch {
             v.torn.append("\(database): \(error)")
+        }
+    }
+
+    // MARK: The database unit under dpctl's commands
+
+    /// The database of `prepareDatabase` in PERSIST mode, so its protected journal stays beside it: as it is for
+    /// `database-rotate`, unprotected (a plain SQLite database) for `database-protect`.
+    func prepareDatabaseUnit(_ d: ProtectionDomain) throws {
+        try prepareDatabase(d)
+        if op == .databaseProtect { try DatabaseUnit.unprotect(database, files: d.files) }
+    }
+
+    /// `DatabaseUnit.protect` (class complete) or `DatabaseUnit.rotate` (class complete, the data directory): one step.
+    func runDatabaseUnit(_ d: ProtectionDomain, ack: (Int) -> Void) throws {
+        if op == .databaseProtect {
+            try DatabaseUnit.protect(database, as: .complete, files: d.files)
+        } else {
+            _ = try DatabaseUnit.rotate(.complete, paths: [data], domain: d, passphrase: try SecretBytes(utf8: Self.oldPassphrase))
+        }
+        ack(1)
+    }
+
+    /// After the kill the unit is the old one or the new one: running the command again finishes it (a protect of the
+    /// plain database, a resumed rotation), and then every row of `prepareDatabase` is there with integrity ok; an
+    /// acknowledged step needs no re-run.
+    func verifyDatabaseUnit(_ d: ProtectionDomain, acked: Int, _ v: inout Verdict) {
+        do {
+            let done: Bool
+            if op == .databaseProtect {
+                done = DatabaseUnit.looksProtected(database)
+                if !done { try DatabaseUnit.protect(database, as: .complete, files: d.files) }
+            } else {
+                verifyDatabase(d, acked: 0, &v)  // readable before resuming, with either generation
+                let c = try d.status().classes.first { $0.protectionClass == .complete }!
+                let gens = try DatabaseUnit.companions(of: database, files: d.files).map { try d.files.info($0).classKeyGeneration }
+                let mainGeneration = try d.files.info(database).classKeyGeneration
+                done = c.generations == [2] && gens.allSatisfy { $0 == 2 } && mainGeneration == 2 && access(location.journalPath, F_OK) != 0
+                if !done { _ = try DatabaseUnit.rotate(.complete, paths: [data], domain: d, passphrase: try SecretBytes(utf8: Self.oldPassphrase)) }
+                for f in [database] + DatabaseUnit.companions(of: database, files: d.files) {
+                    let g = try d.files.info(f).classKeyGeneration
+                    if g != 2 { v.torn.append("\(f): at generation \(g), not 2, after the rotation finished") }
+                }
+            }
+            if acked >= 1 && !done { v.lostAcked.append("\(database): \(op.rawValue) returned, but it was not done") }
+            verifyDatabase(d, acked: 0, &v)
+        } catch {
+            v.torn.append("\(database): finishing \(op.rawValue): \(error)")
         }
     }
 }

@@ -20,6 +20,10 @@ public enum CrashOp: String, CaseIterable, Sendable {
     case databaseRollback = "database-rollback"
     /// The same in WAL mode, checkpointing every 10 pages.
     case databaseWAL = "database-wal"
+    /// `DatabaseUnit.protect` of a plain database (DatabaseScenario.swift).
+    case databaseProtect = "database-protect"
+    /// `DatabaseUnit.rotate` of a protected database with its persistent journal.
+    case databaseRotate = "database-rotate"
 }
 
 extension CrashOp {
@@ -30,7 +34,7 @@ extension CrashOp {
         case .append: 10
         case .truncate: Scenario.truncateSizes.count
         case .protectTree, .unprotectTree: 5
-        case .atomicWrite, .passphraseChange, .rotate: 1
+        case .atomicWrite, .passphraseChange, .rotate, .databaseProtect, .databaseRotate: 1
         case .databaseRollback, .databaseWAL: Scenario.databaseTransactions
         }
     }
@@ -101,6 +105,8 @@ public struct Scenario: Sendable {
             }
         case .databaseRollback, .databaseWAL:
             try prepareDatabase(d)
+        case .databaseProtect, .databaseRotate:
+            try prepareDatabaseUnit(d)
         }
     }
 
@@ -157,6 +163,8 @@ public struct Scenario: Sendable {
             ack(1)
         case .databaseRollback, .databaseWAL:
             try runDatabase(d, ack: ack)
+        case .databaseProtect, .databaseRotate:
+            try runDatabaseUnit(d, ack: ack)
         }
     }
 
@@ -189,6 +197,7 @@ public struct Scenario: Sendable {
             case .inPlaceWrites, .truncate: checkChunks(d, Self.states(op), acked: acked, &v)
             case .append: checkAppend(d, acked: acked, &v)
             case .databaseRollback, .databaseWAL: verifyDatabase(d, acked: acked, &v)
+            case .databaseProtect, .databaseRotate: verifyDatabaseUnit(d, acked: acked, &v)
             default: checkTree(d, acked: acked, &v)
             }
         }
@@ -367,7 +376,7 @@ public struct Scenario: Sendable {
         case .protectTree, .unprotectTree, .rotate: ["t", "t/a", "t/b", "t/c", "t/sub", "t/sub/d", "t/sub/e"]
         // SQLite's own files: a journal that is not hot (SQLite left it empty, as with its unix VFS: the next write
         // transaction reuses it), a WAL and its index. The library's temporaries and chunk journals are still litter.
-        case .databaseRollback, .databaseWAL: ["f", "f-journal", "f-wal", "f-shm"]
+        case .databaseRollback, .databaseWAL, .databaseProtect, .databaseRotate: ["f", "f-journal", "f-wal", "f-shm"]
         default: ["f"]
         }
         let owned: [(String, Set<String>)] = [(location.home, ["keybag"]), (location.deviceDirectory, ["\(d.id).secret"]), (data, expectedData)]
