@@ -579,8 +579,18 @@ _dpctl_repair() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=()
+    non_repeating_options=(--home --tpm-tcti)
     __dpctl_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--home')
+        return
+        ;;
+    '--tpm-tcti')
+        return
+        ;;
+    esac
 }
 
 _dpctl_backup-excludes() {

@@ -62,8 +62,8 @@ _dpctl() {
             'put:Write standard input (or --from FILE) to a protected file, atomically.'
             'cat:Write the plaintext of protected files to standard output.'
             'ls:List protected files: class, plaintext size, key generation, content type (no key needed).'
-            'protect:Convert ordinary files (or whole trees) into protected files in place, each atomically.'
-            'unprotect:Convert protected files (or whole trees) back into ordinary files in place, each atomically.'
+            'protect:Convert ordinary files (or whole trees) into protected files in place, each atomically; a SQLite database with its journal and WAL as one unit.'
+            'unprotect:Convert protected files (or whole trees) back into ordinary files in place, each atomically; a database with its journal and WAL as one unit.'
             'set-class:Move protected files to another class by rewrapping their per-file keys (headers only).'
             'repair:Finish what a crash interrupted: roll journals back (or forward) and remove dead writers'\'' temporary files.'
             'backup-excludes:Print the exclude list of a container for restic, borg, rsync or GNU tar.'
@@ -341,6 +341,8 @@ _dpctl_set-class() {
 _dpctl_repair() {
     local -i ret=1
     local -ar arg_specs=(
+        '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
+        '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
         '*:paths:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
