@@ -9,6 +9,10 @@ import Foundation
 /// missing *or tampered* resource; the throwing `verifiedURL(forResource:withExtension:subdirectory:)` says which, as
 /// a `CocoaError` (`.fileReadNoSuchFile`, `.fileReadCorruptFile`) with the `ProtectionError` underneath. Differs from
 /// Apple: no `.lproj` localization search; resources are looked up by their path in the bundle.
+///
+/// To pin the signer, open the context's container with `Container.OpenOptions.launch(trusting:)` (or
+/// `OpenOptions(trustedBundleKey:)`) and pass it to `AppContext(domain:container:)`; without a pinned key the seal
+/// detects damage but not a bundle re-sealed by someone who can write it.
 public struct ProtectedBundle: Sendable {
     private let explicit: AppContext?
 
