@@ -69,9 +69,28 @@ public enum BundleSeal {
     }
 
     static func verify(_ c: Confinement, trusting key: Ed25519PublicKey?) throws(ProtectionError) -> BundleManifest {
-        func tampered(_ why: String) -> ProtectionError {
-            ProtectionError(.bundleTampered, "the bundle of the container '\(c.root)' \(why); reinstall the bundle and seal it again (`dpctl bundle seal`)", path: c.root + "/" + ContainerDirectory.bundle.relativePath)
+        let sealed = try readSeal(c, trusting: key)
+        let actual = try scan(c, sealing: false)
+        let want = Dictionary(sealed.entries.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        let have = Dictionary(actual.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        for e in sealed.entries where have[e.path] == nil { throw tampered(c, "lacks '\(e.path)'") }
+        for e in actual {
+            guard let w = want[e.path] else { throw tampered(c, "has '\(e.path)', which was not sealed") }
+            if w.isDirectory != e.isDirectory || w.size != e.size || w.hash != e.hash { throw tampered(c, "has a modified '\(e.path)'") }
+            if w.mode != e.mode { throw tampered(c, "has '\(e.path)' with mode \(String(e.mode, radix: 8)) instead of \(String(w.mode, radix: 8))") }
         }
+        return sealed
+    }
+
+    /// The error for a bundle that does not match its seal, `why` naming the difference.
+    static func tampered(_ c: Confinement, _ why: String) -> ProtectionError {
+        ProtectionError(.bundleTampered, "the bundle of the container '\(c.root)' \(why); reinstall the bundle and seal it again (`dpctl bundle seal`)", path: c.root + "/" + ContainerDirectory.bundle.relativePath)
+    }
+
+    /// The seal's manifest, its signature verified (against `key` when given); the bundle's files are not read.
+    /// - Throws: `.bundleTampered` for a missing, malformed, unsigned or foreign seal; `.io`.
+    static func readSeal(_ c: Confinement, trusting key: Ed25519PublicKey?) throws(ProtectionError) -> BundleManifest {
+        func tampered(_ why: String) -> ProtectionError { Self.tampered(c, why) }
         let bytes: [UInt8]
         do throws(SystemError) { bytes = try c.readFile(sealPath, limit: 64 << 20) } catch {
             if error.errno == ENOENT { throw tampered("is not sealed (no \(sealFileName))") }
@@ -86,15 +105,6 @@ public enum BundleSeal {
         guard sig.count == 64, let sealed = parse(String(decoding: signed, as: UTF8.self)) else { throw tampered("has a malformed seal") }
         if let key, key != sealed.publicKey { throw tampered("was sealed by a different key than the one trusted") }
         guard signed.withUnsafeBytes({ sealed.publicKey.isValidSignature(sig, for: $0) }) else { throw tampered("has a seal whose signature does not verify") }
-        let actual = try scan(c, sealing: false)
-        let want = Dictionary(sealed.entries.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
-        let have = Dictionary(actual.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
-        for e in sealed.entries where have[e.path] == nil { throw tampered("lacks '\(e.path)'") }
-        for e in actual {
-            guard let w = want[e.path] else { throw tampered("has '\(e.path)', which was not sealed") }
-            if w.isDirectory != e.isDirectory || w.size != e.size || w.hash != e.hash { throw tampered("has a modified '\(e.path)'") }
-            if w.mode != e.mode { throw tampered("has '\(e.path)' with mode \(String(e.mode, radix: 8)) instead of \(String(w.mode, radix: 8))") }
-        }
         return sealed
     }
 
@@ -104,7 +114,7 @@ public enum BundleSeal {
         do throws(SystemError) { return try Confinement(root: root) } catch { throw .errno(error.errno, "open the container", root) }
     }
 
-    private static func bundlePath(_ p: String) -> String { ContainerDirectory.bundle.relativePath + "/" + p }
+    static func bundlePath(_ p: String) -> String { ContainerDirectory.bundle.relativePath + "/" + p }
 
     /// Every item under `Bundle/` except the seal, sorted; with `sealing`, files are made read-only first.
     private static func scan(_ c: Confinement, sealing: Bool) throws(ProtectionError) -> [BundleManifest.Entry] {
@@ -138,9 +148,14 @@ public enum BundleSeal {
         return out.sorted { $0.path < $1.path }
     }
 
-    private static func hashFile(_ c: Confinement, _ path: String) throws(SystemError) -> [UInt8] {
+    static func hashFile(_ c: Confinement, _ path: String) throws(SystemError) -> [UInt8] {
         let fd = try c.open(path, flags: O_RDONLY | O_NOFOLLOW, noSymlinks: true)
         defer { c.io.close(fd) }
+        return try hash(c, fd)
+    }
+
+    /// BLAKE2b-256 of the open file `fd`, read to its end.
+    static func hash(_ c: Confinement, _ fd: Int32) throws(SystemError) -> [UInt8] {
         var h: StreamingHash
         do { h = try StreamingHash() } catch { throw SystemError(ENOMEM) }
         var buf = [UInt8](repeating: 0, count: 64 << 10)

@@ -29,6 +29,8 @@ public final class Container: Sendable {
     /// It does not coordinate; the container's own `write`, `read`, `removeItem`
     /// and `moveItem` do, with `coordinator`'s domain.
     public let files: ProtectedFiles
+    /// The signer the bundle was verified against at open (`OpenOptions.trustedBundleKey`); bundle resources are checked against it too.
+    public let trustedBundleKey: Ed25519PublicKey?
     let confinement: Confinement
     let inUse: InUseLock
     let directories: [FileIdentity: ContainerDirectory]
@@ -121,6 +123,7 @@ public final class Container: Sendable {
         self.confinement = c
         self.directories = ids
         self.policy = policy
+        self.trustedBundleKey = options.trustedBundleKey
         self.coordinator = try options.coordination.coordinator(root: absolute)
         self.inUse = try InUseLock.shared(c, exclusiveFirst: options.clearsTemporaryDirectory ? { () throws(ProtectionError) in try Purge.clear(.temporary, in: c) } : nil)
         self.files = ProtectedFiles(keys: keys, options: options.fileOptions, io: ConfinedFileIO(confinement: c, base: options.io),

@@ -9,15 +9,18 @@ public struct UniformType: Sendable, Hashable, CustomStringConvertible {
     public let identifier: String
     /// Identifiers of the types this one directly conforms to.
     public let conformsTo: [String]
-    /// Filename extensions, lowercase, without the dot.
+    /// Filename extensions, lowercase, without the dot; the first is the preferred one.
     public let filenameExtensions: [String]
+    /// MIME types, lowercase; the first is the preferred one.
+    public let mimeTypes: [String]
     /// A short human description.
     public let localizedDescription: String
 
-    public init(identifier: String, conformsTo: [String], filenameExtensions: [String] = [], description: String = "") {
+    public init(identifier: String, conformsTo: [String], filenameExtensions: [String] = [], mimeTypes: [String] = [], description: String = "") {
         self.identifier = identifier
         self.conformsTo = conformsTo
         self.filenameExtensions = filenameExtensions.map { $0.lowercased() }
+        self.mimeTypes = mimeTypes.map { $0.lowercased() }
         self.localizedDescription = description
     }
 
@@ -32,6 +35,7 @@ public final class ContentTypes: Sendable {
     private struct Table {
         var byIdentifier: [String: UniformType] = [:]
         var byExtension: [String: String] = [:]
+        var byMIMEType: [String: String] = [:]
         var builtIn: Set<String> = []
     }
     private let table: Locked<Table>
@@ -42,6 +46,7 @@ public final class ContentTypes: Sendable {
         for u in Self.builtIns {
             t.byIdentifier[u.identifier] = u
             for e in u.filenameExtensions where t.byExtension[e] == nil { t.byExtension[e] = u.identifier }
+            for m in u.mimeTypes where t.byMIMEType[m] == nil { t.byMIMEType[m] = u.identifier }
             t.builtIn.insert(u.identifier)
         }
         table = Locked(t)
@@ -63,6 +68,7 @@ public final class ContentTypes: Sendable {
             }
             t.byIdentifier[type.identifier] = type
             for e in type.filenameExtensions { t.byExtension[e] = type.identifier }
+            for m in type.mimeTypes { t.byMIMEType[m] = type.identifier }
             return nil
         }
         if let r { throw r }
@@ -74,6 +80,12 @@ public final class ContentTypes: Sendable {
     /// The type for a filename extension (case-insensitive, without the dot).
     public func type(forExtension ext: String) -> UniformType? {
         table.withLock { t in t.byExtension[ext.lowercased()].flatMap { t.byIdentifier[$0] } }
+    }
+
+    /// The type for a MIME type (case-insensitive, without parameters such as `; charset=`).
+    public func type(forMIMEType mimeType: String) -> UniformType? {
+        let bare = String(mimeType.prefix { $0 != ";" }.filter { !$0.isWhitespace }).lowercased()
+        return table.withLock { t in t.byMIMEType[bare].flatMap { t.byIdentifier[$0] } }
     }
 
     /// The type of a file by its name's extension; nil without a known one.
@@ -103,44 +115,53 @@ public final class ContentTypes: Sendable {
         return t
     }
 
-    /// The built-in types: the base hierarchy and common formats.
+    /// The built-in types: Apple's published identifiers, conformances, extensions and MIME types (the one table; checked
+    /// by UTTypeTableTests against UTCoreTypes.h and Apple's "System-Declared Uniform Type Identifiers").
+    ///
+    /// Apple publishes no SQLite type (`public.database` has no tags), so `.sqlite` files have none here either.
     static let builtIns: [UniformType] = [
         UniformType(identifier: "public.item", conformsTo: [], description: "item"),
-        UniformType(identifier: "public.data", conformsTo: ["public.item"], description: "data"),
         UniformType(identifier: "public.content", conformsTo: [], description: "content"),
+        UniformType(identifier: "public.composite-content", conformsTo: ["public.content"], description: "composite content"),
+        UniformType(identifier: "public.data", conformsTo: ["public.item"], description: "data"),
         UniformType(identifier: "public.directory", conformsTo: ["public.item"], description: "directory"),
         UniformType(identifier: "public.folder", conformsTo: ["public.directory"], description: "folder"),
         UniformType(identifier: "public.text", conformsTo: ["public.data", "public.content"], description: "text"),
-        UniformType(identifier: "public.plain-text", conformsTo: ["public.text"], filenameExtensions: ["txt", "text"], description: "plain text"),
+        UniformType(identifier: "public.plain-text", conformsTo: ["public.text"], filenameExtensions: ["txt", "text"], mimeTypes: ["text/plain"], description: "plain text"),
         UniformType(identifier: "public.utf8-plain-text", conformsTo: ["public.plain-text"], description: "UTF-8 plain text"),
-        UniformType(identifier: "net.daringfireball.markdown", conformsTo: ["public.plain-text"], filenameExtensions: ["md", "markdown"], description: "Markdown"),
+        UniformType(identifier: "net.daringfireball.markdown", conformsTo: ["public.plain-text"], filenameExtensions: ["md", "markdown"], mimeTypes: ["text/markdown"], description: "Markdown"),
         UniformType(identifier: "public.log", conformsTo: ["public.plain-text"], filenameExtensions: ["log"], description: "log"),
-        UniformType(identifier: "public.comma-separated-values-text", conformsTo: ["public.delimited-values-text"], filenameExtensions: ["csv"], description: "CSV"),
-        UniformType(identifier: "public.delimited-values-text", conformsTo: ["public.text"], filenameExtensions: ["tsv"], description: "delimited text"),
-        UniformType(identifier: "public.json", conformsTo: ["public.text"], filenameExtensions: ["json"], description: "JSON"),
-        UniformType(identifier: "public.xml", conformsTo: ["public.text"], filenameExtensions: ["xml"], description: "XML"),
-        UniformType(identifier: "public.html", conformsTo: ["public.text"], filenameExtensions: ["html", "htm"], description: "HTML"),
+        UniformType(identifier: "public.delimited-values-text", conformsTo: ["public.text"], description: "delimited text"),
+        UniformType(identifier: "public.comma-separated-values-text", conformsTo: ["public.delimited-values-text"], filenameExtensions: ["csv"], mimeTypes: ["text/csv", "text/comma-separated-values"], description: "CSV"),
+        UniformType(identifier: "public.tab-separated-values-text", conformsTo: ["public.delimited-values-text"], filenameExtensions: ["tsv"], mimeTypes: ["text/tab-separated-values"], description: "TSV"),
+        UniformType(identifier: "public.json", conformsTo: ["public.text"], filenameExtensions: ["json"], mimeTypes: ["application/json"], description: "JSON"),
+        UniformType(identifier: "public.xml", conformsTo: ["public.text"], filenameExtensions: ["xml"], mimeTypes: ["application/xml", "text/xml"], description: "XML"),
+        UniformType(identifier: "public.html", conformsTo: ["public.text"], filenameExtensions: ["html", "htm"], mimeTypes: ["text/html"], description: "HTML"),
         UniformType(identifier: "public.source-code", conformsTo: ["public.plain-text"], description: "source code"),
         UniformType(identifier: "public.swift-source", conformsTo: ["public.source-code"], filenameExtensions: ["swift"], description: "Swift source"),
-        UniformType(identifier: "public.c-source", conformsTo: ["public.source-code"], filenameExtensions: ["c", "h"], description: "C source"),
+        UniformType(identifier: "public.c-source", conformsTo: ["public.source-code"], filenameExtensions: ["c"], description: "C source"),
+        UniformType(identifier: "public.c-header", conformsTo: ["public.source-code"], filenameExtensions: ["h"], description: "C header"),
         UniformType(identifier: "public.script", conformsTo: ["public.source-code"], description: "script"),
-        UniformType(identifier: "public.shell-script", conformsTo: ["public.script"], filenameExtensions: ["sh"], description: "shell script"),
+        UniformType(identifier: "public.shell-script", conformsTo: ["public.script"], filenameExtensions: ["sh"], mimeTypes: ["application/x-sh"], description: "shell script"),
         UniformType(identifier: "public.image", conformsTo: ["public.data", "public.content"], description: "image"),
-        UniformType(identifier: "public.png", conformsTo: ["public.image"], filenameExtensions: ["png"], description: "PNG image"),
-        UniformType(identifier: "public.jpeg", conformsTo: ["public.image"], filenameExtensions: ["jpg", "jpeg"], description: "JPEG image"),
-        UniformType(identifier: "public.svg-image", conformsTo: ["public.image", "public.xml"], filenameExtensions: ["svg"], description: "SVG image"),
+        UniformType(identifier: "public.png", conformsTo: ["public.image"], filenameExtensions: ["png"], mimeTypes: ["image/png"], description: "PNG image"),
+        UniformType(identifier: "public.jpeg", conformsTo: ["public.image"], filenameExtensions: ["jpeg", "jpg"], mimeTypes: ["image/jpeg"], description: "JPEG image"),
+        UniformType(identifier: "com.compuserve.gif", conformsTo: ["public.image"], filenameExtensions: ["gif"], mimeTypes: ["image/gif"], description: "GIF image"),
+        UniformType(identifier: "public.heif-standard", conformsTo: ["public.image"], description: "HEIF-standard image"),
+        UniformType(identifier: "public.heic", conformsTo: ["public.heif-standard"], filenameExtensions: ["heic"], mimeTypes: ["image/heic"], description: "HEIC image"),
+        UniformType(identifier: "public.svg-image", conformsTo: ["public.image"], filenameExtensions: ["svg"], mimeTypes: ["image/svg+xml"], description: "SVG image"),
         UniformType(identifier: "public.audiovisual-content", conformsTo: ["public.data", "public.content"], description: "audiovisual content"),
         UniformType(identifier: "public.movie", conformsTo: ["public.audiovisual-content"], description: "movie"),
-        UniformType(identifier: "public.mpeg-4", conformsTo: ["public.movie"], filenameExtensions: ["mp4"], description: "MPEG-4 movie"),
+        UniformType(identifier: "public.mpeg-4", conformsTo: ["public.movie"], filenameExtensions: ["mp4"], mimeTypes: ["video/mp4"], description: "MPEG-4 movie"),
         UniformType(identifier: "public.audio", conformsTo: ["public.audiovisual-content"], description: "audio"),
-        UniformType(identifier: "public.mp3", conformsTo: ["public.audio"], filenameExtensions: ["mp3"], description: "MP3 audio"),
-        UniformType(identifier: "com.adobe.pdf", conformsTo: ["public.data", "public.composite-content"], filenameExtensions: ["pdf"], description: "PDF document"),
-        UniformType(identifier: "public.composite-content", conformsTo: ["public.content"], description: "composite content"),
-        UniformType(identifier: "public.archive", conformsTo: ["public.data"], description: "archive"),
-        UniformType(identifier: "public.zip-archive", conformsTo: ["public.archive"], filenameExtensions: ["zip"], description: "ZIP archive"),
-        UniformType(identifier: "org.gnu.gnu-tar-archive", conformsTo: ["public.archive"], filenameExtensions: ["tar"], description: "tar archive"),
-        UniformType(identifier: "org.gnu.gnu-zip-archive", conformsTo: ["public.archive"], filenameExtensions: ["gz", "tgz"], description: "gzip archive"),
+        UniformType(identifier: "public.mp3", conformsTo: ["public.audio"], filenameExtensions: ["mp3"], mimeTypes: ["audio/mpeg"], description: "MP3 audio"),
+        UniformType(identifier: "com.adobe.pdf", conformsTo: ["public.data", "public.composite-content"], filenameExtensions: ["pdf"], mimeTypes: ["application/pdf"], description: "PDF document"),
+        UniformType(identifier: "public.archive", conformsTo: [], description: "archive"),
+        UniformType(identifier: "com.pkware.zip-archive", conformsTo: ["public.data", "public.archive"], description: "PKZip archive"),
+        UniformType(identifier: "public.zip-archive", conformsTo: ["com.pkware.zip-archive"], filenameExtensions: ["zip"], mimeTypes: ["application/zip"], description: "ZIP archive"),
+        UniformType(identifier: "public.tar-archive", conformsTo: ["public.data", "public.archive"], filenameExtensions: ["tar"], mimeTypes: ["application/x-tar"], description: "tar archive"),
+        UniformType(identifier: "org.gnu.gnu-zip-archive", conformsTo: ["public.data", "public.archive"], filenameExtensions: ["gz"], mimeTypes: ["application/x-gzip", "application/gzip"], description: "gzip archive"),
         UniformType(identifier: "com.apple.property-list", conformsTo: ["public.data"], filenameExtensions: ["plist"], description: "property list"),
-        UniformType(identifier: "public.database", conformsTo: ["public.data"], filenameExtensions: ["sqlite", "db"], description: "database"),
+        UniformType(identifier: "public.database", conformsTo: [], description: "database"),
     ]
 }

@@ -32,7 +32,8 @@ extension CocoaError {
         case .notFound: return writing ? .fileNoSuchFile : .fileReadNoSuchFile
         case .alreadyExists: return .fileWriteFileExists
         case .invalidArgument: return writing ? .fileWriteInvalidFileName : .fileReadInvalidFileName
-        case .authenticationFailed, .corruptHeader, .notProtected, .unsupportedVersion, .unsupportedFeature, .unsupportedCipher:
+        // A sealed-bundle resource that does not match its seal reads as a damaged file.
+        case .authenticationFailed, .corruptHeader, .notProtected, .unsupportedVersion, .unsupportedFeature, .unsupportedCipher, .bundleTampered:
             return writing ? unknown : .fileReadCorruptFile
         case .fileTooLarge: return writing ? unknown : .fileReadTooLarge
         case .io(let e):

@@ -26,7 +26,7 @@ struct Dpctl: ParsableCommand {
         subcommands: [
             Init.self, Unlock.self, Lock.self, Status.self, Passwd.self, Recover.self, Bind.self, Rotate.self, Wipe.self,
             Put.self, Cat.self, List.self, Protect.self, Unprotect.self, SetClass.self, Repair.self,
-            BackupExcludes.self, BackupList.self, PurgeCommand.self, BundleCommand.self, Doctor.self,
+            BackupExcludes.self, BackupList.self, PurgeCommand.self, AuditCommand.self, BundleCommand.self, Doctor.self,
         ])
 }
 

@@ -11,6 +11,8 @@ enum Exit: Int32, CaseIterable {
     case ok = 0
     /// The user declined a confirmation (`wipe` without `--yes`).
     case declined = 1
+    /// `audit` found items that are not protected where the container's policy expects protection.
+    case auditFindings = 3
     case usage = 64
     case tampered = 65
     case notFound = 66
@@ -28,6 +30,7 @@ enum Exit: Int32, CaseIterable {
         switch self {
         case .ok: "success"
         case .declined: "the confirmation was declined; nothing was changed"
+        case .auditFindings: "`audit` found plaintext (or a link or special file) where the container's policy expects protection"
         case .usage: "usage error: bad option, argument or input (see --help)"
         case .tampered: "tampered or corrupt data: a file, header or keybag failed authentication or is malformed, or something not ours is at a name the library owns"
         case .notFound: "not found: no such file, no domain at the home, or its device secret is missing"
