@@ -173,13 +173,13 @@ _dpctl() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|doctor|help)
+    init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|audit|bundle|doctor|help)
         # Offer subcommand argument completions
         "_dpctl_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover bind rotate wipe put cat ls protect unprotect set-class repair backup-excludes backup-list purge bundle doctor help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init unlock lock status passwd recover bind rotate wipe put cat ls protect unprotect set-class repair backup-excludes backup-list purge audit bundle doctor help' -- "${cur}"))
         ;;
     esac
 }
@@ -630,6 +630,14 @@ _dpctl_purge() {
         return
         ;;
     esac
+}
+
+_dpctl_audit() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __dpctl_offer_flags_options -1
 }
 
 _dpctl_bundle() {

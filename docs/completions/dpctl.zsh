@@ -69,6 +69,7 @@ _dpctl() {
             'backup-excludes:Print the exclude list of a container for restic, borg, rsync or GNU tar.'
             'backup-list:Show what a backup of a container holds, with sizes (ciphertext bytes).'
             'purge:Delete what containers hold in tmp and Library/Caches, oldest first.'
+            'audit:List files left plaintext where a container'\''s policy expects protection; exits 3 when it finds any.'
             'bundle:Seal a container'\''s read-only bundle, and verify the seal.'
             'doctor:Check the kernel keyring and this uid'\''s key quota; say which sysctl to raise, and to what, for N more unlocked domains.'
             'help:Show subcommand help information.'
@@ -77,7 +78,7 @@ _dpctl() {
         ;;
     arg)
         case "${words[1]}" in
-        init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|bundle|doctor|help)
+        init|unlock|lock|status|passwd|recover|bind|rotate|wipe|put|cat|ls|protect|unprotect|set-class|repair|backup-excludes|backup-list|purge|audit|bundle|doctor|help)
             "_dpctl_${words[1]}" && ret=0
             ;;
         esac
@@ -384,6 +385,19 @@ _dpctl_purge() {
     local -ar arg_specs=(
         '--until-free[Stop once the filesystem has more than this free (e.g. 500M, 2G).]:size:'
         '--wait[Wait for containers in use instead of skipping them.]'
+        '*:containers:'
+        '--version[Show the version.]'
+        '(-h --help)'{-h,--help}'[Show help information.]'
+    )
+    _arguments -w -s -S : "${arg_specs[@]}" && ret=0
+
+    return "${ret}"
+}
+
+_dpctl_audit() {
+    local -i ret=1
+    local -ar arg_specs=(
+        '--json[Print the findings as JSON (path, kind, directory, class, fix).]'
         '*:containers:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
