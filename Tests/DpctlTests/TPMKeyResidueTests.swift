@@ -18,14 +18,7 @@ extension KeyResidueTests {
         let location = DomainLocation(home: home, deviceDirectory: devices, tpmTCTI: tpm.tcti)
 
         // The unlocking process: unlocks in itself (Argon2id, the TPM's HMAC, the KEK, the class keys) and stays.
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: try builtProduct("unlock-hold"))
-        p.arguments = [home, devices, tpm.tcti]
-        p.environment = environment
-        let input = Pipe(), output = Pipe()
-        p.standardInput = input
-        p.standardOutput = output
-        try p.run()
+        let (p, input, output) = try startRig("unlock-hold", [home, devices, tpm.tcti])
         defer {
             try? input.fileHandleForWriting.close()
             p.waitUntilExit()
