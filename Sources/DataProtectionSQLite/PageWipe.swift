@@ -261,7 +261,11 @@ private func destroyCache(_ p: OpaquePointer?) {
 
 /// The default's page, under the cache's lock (a lock's wipe may run on another thread).
 private func fetch(_ p: OpaquePointer?, _ key: UInt32, _ create: Int32) -> UnsafeMutablePointer<sqlite3_pcache_page>? {
-    withCache(p) { basePages.pointee.xFetch!($0.base, key, create) }
+    let c = UnsafeMutablePointer<PageCache>(p!)
+    lock(c)
+    let page = basePages.pointee.xFetch!(c.pointee.base, key, create)
+    unlock(c)
+    return page
 }
 
 /// Unpins; a revoked cache whose class is still locked discards the page (freed, so zeroed) instead of keeping it.

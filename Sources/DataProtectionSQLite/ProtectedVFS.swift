@@ -134,7 +134,9 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         let via: ProtectedDataEntryPoint = writable ? .databaseOpen : .databaseOpenReadOnly
         let exclusive = flags & SQLITE_OPEN_EXCLUSIVE != 0
         var handle: ProtectedFileHandle?
+        var created = false
         if flags & SQLITE_OPEN_CREATE != 0, exclusive || !io.exists(path) {
+            created = true
             handle = try files.createOrAdopt(path, protection: try protection(of: kind, name, path), exclusive: exclusive, via: via)
         } else {
             do throws(ProtectionError) {
@@ -153,6 +155,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         if kind == SQLITE_OPEN_MAIN_DB {
             do throws(ProtectionError) { try expectPageCache(of: file) } catch {
                 _ = file.close()
+                if created { try? io.unlink(path) }  // refused: leave nothing behind
                 throw error
             }
         }

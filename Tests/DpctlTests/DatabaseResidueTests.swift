@@ -87,4 +87,20 @@ extension KeyResidueTests {
         XCTAssertEqual(reopened, "araw=\(sums[0]) agrdb=\(sums[1]) integrity=ok")
         print("database residue: \(needles.count) row markers sought; found before lock \(tags.map { "\($0) \(before[$0]!)" }.joined(separator: ", ")); after lock \(tags.map { "\($0) \(after[$0]!)" }.joined(separator: ", ")); locked: \(locked); after unlock: \(resumed); reopened: \(reopened); \(r.stderr.trimmingCharacters(in: .whitespacesAndNewlines))")
     }
+
+    /// A process that initialized SQLite before registering the VFS cannot get the page wipe: a complete database refuses
+    /// to open there (typed, naming the fix), rather than opening without it; other classes open as before.
+    func testACompleteDatabaseRefusesToOpenWhereSQLiteWasInitializedFirst() throws {
+        _ = try initDomain()
+        try ok(["unlock", "--passphrase-file", passphraseFile])
+        let (p, input, output) = try startRig("database-hold", [home, devices, dir, "initialized-first"])
+        try input.fileHandleForWriting.close()
+        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        XCTAssertTrue(said.hasPrefix("installed=false complete=error("), said)
+        XCTAssertTrue(said.contains("SQLite was initialized before the protected VFS was registered"), said)
+        XCTAssertTrue(said.hasSuffix("completeUnlessOpen=1\n"), said)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/first-a.db"), "the refused open left a database file")
+        print("initialized first: \(said.trimmingCharacters(in: .whitespacesAndNewlines))")
+    }
 }

@@ -1,4 +1,4 @@
-// database-hold HOME DEVICES DIR
+// database-hold HOME DEVICES DIR [initialized-first]
 //
 // Opens three protected databases of an unlocked domain in this process and stays: ARAW (class complete, through
 // ProtectedDatabase, rollback journal), AGRDB (class complete, a GRDB DatabasePool in WAL mode) and BRAW (class
@@ -6,7 +6,9 @@
 // SQLite (the SQL never spells a whole marker), and is read whole, so its pages sit in SQLite's page cache; no row
 // value is copied into Swift memory. Prints `READY <sum of ARAW> <of AGRDB> <of BRAW>`, then answers one line per command on standard
 // input: `check` (each connection's `sum(length(v))`, or `locked`), `reopen` (new connections: sum and integrity_check).
-// KeyResidueTests scan its memory for the markers before and after `dpctl lock`.
+// KeyResidueTests scan its memory for the markers before and after `dpctl lock`. With `initialized-first` it initializes
+// SQLite itself before any protected database (as a process that used SQLite first would), then prints what opening a
+// complete and a completeUnlessOpen database does, and exits.
 import DataProtection
 import DataProtectionGRDB
 import DataProtectionSQLite
@@ -14,8 +16,8 @@ import Foundation
 import GRDB
 
 let args = CommandLine.arguments
-guard args.count == 4 else {
-    FileHandle.standardError.write(Data("usage: database-hold HOME DEVICES DIR\n".utf8))
+guard args.count == 4 || args.count == 5 && args[4] == "initialized-first" else {
+    FileHandle.standardError.write(Data("usage: database-hold HOME DEVICES DIR [initialized-first]\n".utf8))
     exit(64)
 }
 let rows = 300
@@ -46,6 +48,13 @@ func rawSum(_ db: ProtectedDatabase) throws -> Int64? {
 do {
     let domain = try ProtectionDomain.open(at: DomainLocation(home: args[1], deviceDirectory: args[2]), keyStore: .kernel(.session))
     let dir = args[3]
+    if args.count == 5 {
+        _ = try DatabaseQueue()  // a plain in-memory GRDB database first: SQLite initializes (the same libsqlite3)
+        let complete = answer { try ProtectedDatabase.open(path: dir + "/first-a.db", protection: .complete, files: domain.files).rows(sum).count == 0 ? 0 : 1 }
+        let unlessOpen = answer { try ProtectedDatabase.open(path: dir + "/first-b.db", protection: .completeUnlessOpen, files: domain.files).rows("SELECT 1").count == 1 ? 1 : 0 }
+        print("installed=\(ProtectedVFS.pageWipeInstalled) complete=\(complete) completeUnlessOpen=\(unlessOpen)")
+        exit(0)
+    }
     var a = try ProtectedDatabase.open(path: dir + "/a.db", protection: .complete, files: domain.files)
     try a.execute(fill("ARAW"))
     var g = try DatabasePool(protectedPath: dir + "/g.db", protection: .complete, files: domain.files)
