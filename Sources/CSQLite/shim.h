@@ -28,3 +28,13 @@ static const int DP_IOERR_SHMMAP = SQLITE_IOERR_SHMMAP;
 static const int DP_IOERR_SHORT_READ = SQLITE_IOERR_SHORT_READ;
 static const int DP_IOERR_TRUNCATE = SQLITE_IOERR_TRUNCATE;
 static const int DP_IOERR_WRITE = SQLITE_IOERR_WRITE;
+
+// sqlite3_config is variadic, which Swift cannot call: the calls the page wipe makes (PageWipe.swift), each returning
+// SQLITE_MISUSE once SQLite was initialized.
+static inline int dp_sqlite3_config_get_pcache2(sqlite3_pcache_methods2 *m) { return sqlite3_config(SQLITE_CONFIG_GETPCACHE2, m); }
+static inline int dp_sqlite3_config_pcache2(sqlite3_pcache_methods2 *m) { return sqlite3_config(SQLITE_CONFIG_PCACHE2, m); }
+static inline int dp_sqlite3_config_get_malloc(sqlite3_mem_methods *m) { return sqlite3_config(SQLITE_CONFIG_GETMALLOC, m); }
+static inline int dp_sqlite3_config_malloc(sqlite3_mem_methods *m) { return sqlite3_config(SQLITE_CONFIG_MALLOC, m); }
+/// No bulk page allocation (SQLITE_CONFIG_PAGECACHE with no buffer): every page is its own allocation, so a page the
+/// cache lets go is freed through the wiping allocator rather than kept on the cache's private free list.
+static inline int dp_sqlite3_config_no_bulk_pages(void) { return sqlite3_config(SQLITE_CONFIG_PAGECACHE, (void *)0, 0, 0); }

@@ -43,6 +43,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
     weak var wal: ProtectedDatabaseFile?
     /// Removes this file from the VFS's table of main-database files (set for a main database).
     var forget: (() -> Void)?
+    /// Unregisters the holder through which a lock wipes this main database's page cache (`PageWipe`).
+    var pageCacheRelease: (() -> Void)?
 
     init(handle: ProtectedFileHandle, io: any FileIO, deleteOnClose: Bool) {
         self.handle = handle
@@ -52,6 +54,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
 
     override func close() -> Int32 {
         forget?()
+        pageCacheRelease?()
+        pageCacheRelease = nil
         walIndex?.close()
         walIndex = nil
         handle.close()  // commits outstanding changes; the OFD locks go with the descriptor

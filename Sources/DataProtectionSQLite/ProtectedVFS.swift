@@ -48,8 +48,14 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
     /// name again returns the first registration. A VFS stays registered for the life of the process: connections may
     /// outlive any one caller.
     ///
+    /// The first registration in a process also installs the page wipe (`PageWipe`: lock frees and zeroes the cached
+    /// pages of a locked class), which SQLite accepts only before it initializes: register before the process's first
+    /// other SQLite call. If SQLite was initialized first, registration still succeeds, `pageWipeInstalled` is false,
+    /// and opening a `complete` database through the VFS fails (its lock could not wipe its pages).
+    ///
     /// - Throws: `DatabaseError` (`SQLITE_MISUSE`) when `name` is taken by other files, or SQLite has no unix VFS.
     public static func register(files: ProtectedFiles, name: String = ProtectedVFS.defaultName) throws(DatabaseError) -> ProtectedVFS {
+        PageWipe.install()  // before sqlite3_vfs_find, which initializes SQLite
         let result: Result<ProtectedVFS, DatabaseError> = registry.withLock { r in
             if let v = r[name] {
                 return v.files === files ? .success(v) : .failure(DatabaseError(SQLITE_MISUSE, "unable to register the VFS '\(name)': the name is taken by another domain's files; choose another name"))
@@ -75,6 +81,10 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         byFiles.withLock { $0[id] = v }
         return v
     }
+
+    /// Whether lock wipes the pages SQLite caches for this process's protected databases (`PageWipe`): false when
+    /// SQLite was initialized before the first VFS registration, and then `complete` databases refuse to open.
+    public static var pageWipeInstalled: Bool { PageWipe.installed }
 
     private init(name: String, files: ProtectedFiles, unix: UnsafeMutablePointer<sqlite3_vfs>) {
         self.name = name
@@ -124,7 +134,9 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         let via: ProtectedDataEntryPoint = writable ? .databaseOpen : .databaseOpenReadOnly
         let exclusive = flags & SQLITE_OPEN_EXCLUSIVE != 0
         var handle: ProtectedFileHandle?
+        var created = false
         if flags & SQLITE_OPEN_CREATE != 0, exclusive || !io.exists(path) {
+            created = true
             handle = try files.createOrAdopt(path, protection: try protection(of: kind, name, path), exclusive: exclusive, via: via)
         } else {
             do throws(ProtectionError) {
@@ -140,8 +152,37 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         // nil: another connection made it a protected file first.
         if handle == nil { handle = try files.open(path, forWriting: writable, on: via) }
         let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
+        if kind == SQLITE_OPEN_MAIN_DB {
+            do throws(ProtectionError) { try expectPageCache(of: file) } catch {
+                _ = file.close()
+                if created { try? io.unlink(path) }  // refused: leave nothing behind
+                throw error
+            }
+        }
         connect(file, kind: kind, name: name)
         return file
+    }
+
+    /// Ties the page cache SQLite makes next for the main database `file` to this VFS and its class, and registers the
+    /// holder through which a lock wipes it (`PageWipe`; unregistered by the file's `close`).
+    ///
+    /// - Throws: `ProtectionError` (`unsupportedFeature`) for a `complete` database when the wipe is not installed:
+    ///   its lock could not take its pages out of memory, and that promise is not weakened silently.
+    private func expectPageCache(of file: ProtectedDatabaseFile) throws(ProtectionError) {
+        let c = file.handle.protectionClass, path = file.handle.path
+        guard PageWipe.installed || c != .complete else {
+            throw ProtectionError(.unsupportedFeature, "unable to open '\(path)': SQLite was initialized before the protected VFS was registered, so a lock could not wipe this class complete database's cached pages; register the VFS (ProtectedVFS.register, ProtectedVFS.of or ProtectedDatabase.open) before the process's first other SQLite call", path: path)
+        }
+        let owner = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+        PageWipe.expect(owner: owner, protection: c)
+        let revocation = files.keys.revocation
+        let holder = PageCacheHolder(owner: owner)  // the registry does not retain it: the release closure does
+        let slot = revocation.register(holder)
+        file.pageCacheRelease = {
+            PageWipe.forgetExpectation(owner: owner)
+            revocation.unregister(slot: slot)
+            withExtendedLifetime(holder) {}
+        }
     }
 
     /// The main-database files open now, by the address of the name SQLite gave them: each connection's pager has its

@@ -96,14 +96,7 @@ struct HeldOperation {
 extension KeyResidueTests {
     /// Starts unlock-hold for `operation` on this test's domain, feeds it `lines`, and waits for its answer.
     func hold(_ operation: HeldOperation.Operation, tpm: SoftwareTPM, lines: [String]) throws -> HeldOperation {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: try builtProduct("unlock-hold"))
-        p.arguments = [home, devices, tpm.tcti, operation.rawValue]
-        p.environment = environment
-        let input = Pipe(), output = Pipe()
-        p.standardInput = input
-        p.standardOutput = output
-        try p.run()
+        let (p, input, output) = try startRig("unlock-hold", [home, devices, tpm.tcti, operation.rawValue])
         input.fileHandleForWriting.write(Data(lines.map { $0 + "\n" }.joined().utf8))
         let said = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
         return HeldOperation(process: p, input: input, said: said)

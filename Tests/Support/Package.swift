@@ -28,6 +28,7 @@ let package = Package(
         .executable(name: "crash-worker", targets: ["crash-worker"]),
         .executable(name: "unlock-hold", targets: ["unlock-hold"]),
         .executable(name: "service-worker", targets: ["service-worker"]),
+        .executable(name: "database-hold", targets: ["database-hold"]),
         .library(name: "TestSupport", targets: ["TestSupport"]),
         // The guarantee matrix's drivers (GuaranteeMatrixTests) and the crash scenarios (PowerLossTests).
         .library(name: "GuaranteeMatrix", targets: ["GuaranteeMatrix"]),
@@ -37,12 +38,17 @@ let package = Package(
     ],
     dependencies: [
         .package(name: "swift-data-protection", path: "../../"),
+        // GRDB, for database-hold's DatabasePool (the root package's GRDB: same URL, one resolution).
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // Finding a built rig next to the test bundle; depending on it builds every rig with the tests.
         .target(
             name: "TestSupport",
-            dependencies: ["keyctl-deny", "keyring-probe", "container-hold", "coordination-worker", "guarantee-worker", "crash-worker", "unlock-hold", "service-worker"],
+            dependencies: [
+                "keyctl-deny", "keyring-probe", "container-hold", "coordination-worker", "guarantee-worker", "crash-worker", "unlock-hold",
+                "service-worker", "database-hold",
+            ],
             path: "TestSupport"),
         // Runs a command with add_key/keyctl/request_key refused by seccomp (hostile-environment tool).
         .executableTarget(name: "keyctl-deny", path: "keyctl-deny"),
@@ -67,6 +73,14 @@ let package = Package(
         // Unlocks a domain in its own process and stays, for the key-residue scan of a TPM-bound unlock (KeyResidueTests).
         .executableTarget(
             name: "unlock-hold", dependencies: [library("DataProtection"), library("ProtectionCrypto")], path: "unlock-hold"),
+        // Holds protected databases (raw and GRDB, classes A and B) with rows in SQLite's page cache, for the
+        // plaintext-page scan after a lock (KeyResidueTests).
+        .executableTarget(
+            name: "database-hold",
+            dependencies: [
+                library("DataProtection"), library("DataProtectionSQLite"), library("DataProtectionGRDB"), .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "database-hold"),
         // Runs one guarantee-matrix cell in another process (GuaranteeMatrixTests).
         .executableTarget(
             name: "guarantee-worker", dependencies: ["GuaranteeMatrix", library("DataProtection")], path: "guarantee-worker"),
