@@ -19,6 +19,8 @@ public final class AppContext: Sendable {
     public let notificationCenter: NotificationCenter
     /// Turns the domain's live-lock events into protected-data notifications for as long as this context lives.
     private let protectedDataNotifier: ProtectedDataNotifier
+    /// `ProtectedUserDefaults.standard` of this context (it keeps the registration domain).
+    let standardDefaults: ProtectedUserDefaults
 
     /// A context over an open container.
     /// - Parameters:
@@ -30,6 +32,7 @@ public final class AppContext: Sendable {
         self.container = container
         self.notificationCenter = notificationCenter
         protectedDataNotifier = ProtectedDataNotifier(domain: domain, center: notificationCenter)
+        standardDefaults = ProtectedUserDefaults(store: try? container.preferences(named: "standard"), center: notificationCenter)
         protectedDataNotifier.sender.withLock { $0.context = self }
     }
 

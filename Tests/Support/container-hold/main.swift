@@ -2,9 +2,13 @@
 //
 // Usage: container-hold <container root> [<file to keep open for writing>]
 //        container-hold <container root> increment <preferences key> <count>
+//        container-hold <container root> prefs get <key> | prefs set <key> <integer or string>
 // Prints "holding" once the container is open (and the file, if named, is created and open).
 // The increment form adds 1 to an integer preference <count> times, each a separate locked update;
 // it reads the container's class-C key (generation 1, 64 hex digits) from standard input first.
+// The prefs form is a second app process on the container's standard preferences, through the real domain the
+// environment names (DATAPROTECTION_HOME, DATAPROTECTION_DEVICE_DIR, DATAPROTECTION_KEYRING): get prints the value
+// (`integer 41`, `string hi`, `absent`); set stores an integer when the text is one, else a string.
 import DataProtection
 import ProtectionCrypto
 
@@ -20,7 +24,33 @@ guard args.count >= 2 else {
     emit(2, "usage: container-hold <container root> [<file to keep open for writing>]\n")
     exit(64)
 }
+/// The environment variables that name the domain.
+func domainEnvironment() -> [String: String] {
+    var env: [String: String] = [:]
+    for k in ["HOME", "DATAPROTECTION_HOME", "DATAPROTECTION_DEVICE_DIR", "DATAPROTECTION_KEYRING"] { if let v = getenv(k) { env[k] = String(cString: v) } }
+    return env
+}
+
 do {
+    if args.count >= 5, args[2] == "prefs" {
+        let env = domainEnvironment()
+        let domain = try ProtectionDomain.open(at: try DomainLocation.resolve(environment: env), keyStore: .kernel(try KeyringParent.from(environment: env)))
+        let container = try Container(at: args[1], keys: domain.keys)
+        let prefs = try container.preferences()
+        switch (args[3], args.count) {
+        case ("get", 5):
+            switch try prefs.value(forKey: args[4]) {
+            case .integer(let v)?: emit(1, "integer \(v)\n")
+            case .string(let v)?: emit(1, "string \(v)\n")
+            case let v?: emit(1, "other \(v)\n")
+            case nil: emit(1, "absent\n")
+            }
+        case ("set", 6): try prefs.set(Int64(args[5]).map(PreferenceValue.integer) ?? .string(args[5]), forKey: args[4])
+        default: emit(2, "usage: container-hold <root> prefs get <key> | prefs set <key> <value>\n"); exit(64)
+        }
+        container.close()
+        exit(0)
+    }
     if args.count == 5, args[2] == "increment", let n = Int(args[4]) {
         var hex = [UInt8](repeating: 0, count: 64)
         guard read(0, &hex, 64) == 64 else { emit(2, "container-hold: expected the class key on standard input\n"); exit(64) }
