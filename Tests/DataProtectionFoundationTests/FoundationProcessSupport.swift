@@ -37,6 +37,18 @@ extension FoundationTestCase {
         return ProcessResult(status: p.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
     }
 
+    /// Starts the built product `name`; it runs until `finish` closes its standard input.
+    func startProduct(_ name: String, _ arguments: [String]) throws -> RunningProduct {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try builtProduct(name))
+        p.arguments = arguments
+        p.environment = domainEnvironment
+        let i = Pipe(), o = Pipe(), e = Pipe()
+        (p.standardInput, p.standardOutput, p.standardError) = (i, o, e)
+        try p.run()
+        return RunningProduct(process: p, input: i, output: o, error: e)
+    }
+
     /// Runs dpctl and fails the test unless it exits 0.
     @discardableResult
     func dpctl(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
@@ -51,5 +63,26 @@ extension FoundationTestCase {
         // Foundation's own FileManager: `Data.write(to:)` in a file that imports this module writes into the container.
         XCTAssertTrue(FileManager.default.createFile(atPath: passphrase, contents: Data("pass\n".utf8)), file: file, line: line)
         try dpctl(["unlock", "--passphrase-file", passphrase], file: file, line: line)
+    }
+}
+
+/// A product started by `startProduct`.
+struct RunningProduct {
+    let process: Process
+    let input: Pipe, output: Pipe, error: Pipe
+
+    /// The first line it prints (blocks until it does, or exits).
+    func firstLine() -> String {
+        var line = Data()
+        while let b = try? output.fileHandleForReading.read(upToCount: 1), let c = b.first, c != UInt8(ascii: "\n") { line.append(c) }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Closes its standard input and waits for it to exit; returns its status and standard error.
+    func finish() -> (status: Int32, stderr: String) {
+        try? input.fileHandleForWriting.close()
+        let err = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: err, as: UTF8.self))
     }
 }
