@@ -148,6 +148,53 @@ public final class NSFileCoordinator: @unchecked Sendable {
         run(url, writing: true, outError) { c in try c.coordinate(writingItemAt: url, options: options) { writer($0) } }
     }
 
+    /// Reads one item and writes another, taking both sets of locks at once (iOS:
+    /// `coordinate(readingItemAt:options:writingItemAt:options:error:byAccessor:)`).
+    public func coordinate(
+        readingItemAt readingURL: URL, options readingOptions: ReadingOptions = [], writingItemAt writingURL: URL,
+        options writingOptions: WritingOptions = [], error outError: NSErrorPointer, byAccessor readerWriter: (URL, URL) -> Void
+    ) {
+        run(writingURL, writing: true, outError) { c in
+            try checkInside(readingURL, writing: false)
+            try c.coordinate(readingItemAt: readingURL, options: readingOptions, writingItemAt: writingURL, options: writingOptions) { readerWriter($0, $1) }
+        }
+    }
+
+    /// Writes two items, taking both sets of locks at once; the way to move is `.forMoving` then `.forReplacing` (iOS:
+    /// `coordinate(writingItemAt:options:writingItemAt:options:error:byAccessor:)`).
+    public func coordinate(
+        writingItemAt url1: URL, options options1: WritingOptions = [], writingItemAt url2: URL,
+        options options2: WritingOptions = [], error outError: NSErrorPointer, byAccessor writer: (URL, URL) -> Void
+    ) {
+        run(url1, writing: true, outError) { c in
+            try checkInside(url2, writing: true)
+            try c.coordinate(writingItemAt: url1, options: options1, writingItemAt: url2, options: options2) { writer($0, $1) }
+        }
+    }
+
+    /// Runs `batchAccessor` for a batch of coordinations (iOS:
+    /// `prepare(forReadingItemsAt:options:writingItemsAt:options:error:byAccessor:)`).
+    ///
+    /// Apple's call takes no locks either (each item is still coordinated inside); it lets Apple message presenters
+    /// once for the batch. Here presenters are messaged per coordination, so the batch accessor runs at once, after
+    /// the URLs are checked to be inside the container; its completion handler does nothing.
+    public func prepare(
+        forReadingItemsAt readingURLs: [URL], options readingOptions: ReadingOptions = [], writingItemsAt writingURLs: [URL],
+        options writingOptions: WritingOptions = [], error outError: NSErrorPointer, byAccessor batchAccessor: (@escaping () -> Void) -> Void
+    ) {
+        guard let first = readingURLs.first ?? writingURLs.first else { return batchAccessor {} }
+        run(first, writing: !writingURLs.isEmpty, outError) { _ in
+            for u in readingURLs { try checkInside(u, writing: false) }
+            for u in writingURLs { try checkInside(u, writing: true) }
+            batchAccessor {}
+        }
+    }
+
+    /// Refuses `url` outside the coordinator's container, as Foundation reports it.
+    private func checkInside(_ url: URL, writing: Bool) throws(CocoaError) {
+        _ = try coordinator(for: url, writing: writing)
+    }
+
     /// Tells presenters, inside a write accessor, that the item at `oldURL` moved to `newURL` (iOS: `item(at:didMoveTo:)`).
     public func item(at oldURL: URL, didMoveTo newURL: URL) {
         guard let c = try? coordinator(for: oldURL, writing: true) else { return }

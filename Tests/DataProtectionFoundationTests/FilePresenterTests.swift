@@ -101,3 +101,70 @@ final class FilePresenterTests: FoundationTestCase {
         XCTAssertThrowsError(try NSFileCoordinator.addFilePresenter(NoURL(), context: context))
     }
 }
+
+/// A presenter recording Apple's callbacks in this process.
+final class RecordingDocument: NSObject, NSFilePresenter, @unchecked Sendable {
+    var presentedItemURL: URL? { url.withLock { $0 } }
+    let url: Guarded<URL>
+    let presentedItemOperationQueue = OperationQueue()
+    let events = Guarded<[String]>([])
+
+    init(url: URL) {
+        self.url = Guarded(url)
+        presentedItemOperationQueue.maxConcurrentOperationCount = 1
+    }
+
+    func relinquishPresentedItem(toReader reader: @escaping ((() -> Void)?) -> Void) {
+        events.withLock { $0.append("relinquish-reader") }
+        reader { self.events.withLock { $0.append("reacquire-reader") } }
+    }
+    func accommodatePresentedItemDeletion(completionHandler: @escaping (Error?) -> Void) {
+        events.withLock { $0.append("accommodate-deletion") }
+        completionHandler(nil)
+    }
+    func presentedItemDidMove(to newURL: URL) {
+        url.withLock { $0 = newURL }
+        events.withLock { $0.append("did-move \(newURL.lastPathComponent)") }
+    }
+}
+
+extension FilePresenterTests {
+    /// In this process: a coordinated read relinquishes to the reader and reacquires; a move reported with
+    /// item(at:didMoveTo:) reaches presentedItemDidMove(to:); ProtectedFileManager's removeItem (a coordinated
+    /// delete) makes the presenter accommodate the deletion. The two-item and prepare forms run their accessors.
+    func testReaderRelinquishMoveAndDeletionReachTheApplePresenter() throws {
+        let a = url("Documents/a.txt"), b = url("Documents/b.txt")
+        try inContext { try Data("a".utf8).write(to: a) }
+        let document = RecordingDocument(url: a)
+        try NSFileCoordinator.addFilePresenter(document, context: context)
+        defer { NSFileCoordinator.removeFilePresenter(document) }
+        let coordinator = NSFileCoordinator(context: context)
+        var error: NSError?
+
+        coordinator.coordinate(readingItemAt: a, options: .withoutChanges, error: &error) { _ in }
+        XCTAssertNil(error)
+        XCTAssertTrue(eventually { document.events.withLock { $0.count } == 2 })
+        XCTAssertEqual(document.events.withLock { $0 }, ["relinquish-reader", "reacquire-reader"])
+
+        var batchRan = false
+        coordinator.prepare(forReadingItemsAt: [a], options: [], writingItemsAt: [b], options: [], error: &error) { done in
+            var moveError: NSError?
+            coordinator.coordinate(writingItemAt: a, options: .forMoving, writingItemAt: b, options: .forReplacing, error: &moveError) { from, to in
+                do { try FileManager.default.moveItem(at: from, to: to) } catch { XCTFail("move: \(error)") }
+                coordinator.item(at: from, didMoveTo: to)
+            }
+            XCTAssertNil(moveError)
+            batchRan = true
+            done()
+        }
+        XCTAssertNil(error)
+        XCTAssertTrue(batchRan)
+        XCTAssertTrue(eventually { document.events.withLock { $0.last } == "did-move b.txt" }, "\(document.events.withLock { $0 })")
+        XCTAssertEqual(document.presentedItemURL, b)
+
+        try ProtectedFileManager(context: context).removeItem(atPath: b.path)
+        XCTAssertTrue(eventually { document.events.withLock { $0.contains("accommodate-deletion") } }, "\(document.events.withLock { $0 })")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: b.path))
+        print("apple presenter in-process: \(document.events.withLock { $0 })")
+    }
+}
