@@ -154,8 +154,7 @@ public final class NSFileCoordinator: @unchecked Sendable {
         readingItemAt readingURL: URL, options readingOptions: ReadingOptions = [], writingItemAt writingURL: URL,
         options writingOptions: WritingOptions = [], error outError: NSErrorPointer, byAccessor readerWriter: (URL, URL) -> Void
     ) {
-        run(writingURL, writing: true, outError) { c in
-            try checkInside(readingURL, writing: false)
+        run(writingURL, and: readingURL, writing: false, outError) { c in
             try c.coordinate(readingItemAt: readingURL, options: readingOptions, writingItemAt: writingURL, options: writingOptions) { readerWriter($0, $1) }
         }
     }
@@ -166,9 +165,16 @@ public final class NSFileCoordinator: @unchecked Sendable {
         writingItemAt url1: URL, options options1: WritingOptions = [], writingItemAt url2: URL,
         options options2: WritingOptions = [], error outError: NSErrorPointer, byAccessor writer: (URL, URL) -> Void
     ) {
-        run(url1, writing: true, outError) { c in
-            try checkInside(url2, writing: true)
+        run(url1, and: url2, writing: true, outError) { c in
             try c.coordinate(writingItemAt: url1, options: options1, writingItemAt: url2, options: options2) { writer($0, $1) }
+        }
+    }
+
+    /// `run` for two items: the first written, the second read or (`writing`) written; both must be in the container.
+    private func run(_ written: URL, and other: URL, writing: Bool, _ outError: NSErrorPointer, _ body: (FileCoordinator) throws -> Void) {
+        run(written, writing: true, outError) { c in
+            try checkInside(other, writing: writing)
+            try body(c)
         }
     }
 
