@@ -21,6 +21,10 @@ internal import Locking
 ///   plaintext outlives a call). `write(_:forKey:)` is the same call, throwing `CocoaError(.fileWriteNoPermission)`
 ///   with the `ProtectionError` (`.locked`, naming `dpctl unlock`) underneath.
 ///
+/// A store that cannot be read for another reason (a damaged file: `.corruptHeader`, `.authenticationFailed`) also
+/// reads as absent, since the getters cannot throw; `write(_:forKey:)` then throws that error, and
+/// `Container.preferences(named:)`'s `value(forKey:)` names it with its fix.
+///
 /// A port may add `typealias UserDefaults = ProtectedUserDefaults` to a file.
 public final class ProtectedUserDefaults: Sendable {
     /// Posted (to the app context's `NotificationCenter`, on the writing thread, object: this instance) after a
