@@ -131,7 +131,7 @@ let package = Package(
             ],
             exclude: ["README.md"]),
         // Foundation-shaped calls on the app context's container, with Apple's names, shapes and errors (issue 22).
-        .target(name: "DataProtectionFoundation", dependencies: ["DataProtection", "Locking"], exclude: ["README.md"]),
+        .target(name: "DataProtectionFoundation", dependencies: ["DataProtection", "FileCoordination", "Locking"], exclude: ["README.md"]),
         // Protected databases: SQLite's edge (the only importer of CSQLite), on the protected-file layer and SystemLayer.
         .target(
             name: "DataProtectionSQLite",

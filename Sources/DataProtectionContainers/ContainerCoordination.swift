@@ -44,6 +44,10 @@ enum CoordinatedAccess {
 }
 
 extension Container {
+    /// The coordination domain every operation of this container coordinates in (its `ContainerCoordination`), for
+    /// presenters and coordinators of the container's items.
+    public var coordinationDomain: CoordinationDomain { coordinator.domain }
+
     /// Runs `body` under a coordinated access of the item at `path` (container-relative, or absolute inside the root).
     func coordinated<R>(_ path: String, _ access: CoordinatedAccess, _ action: String, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
         let url = URL(fileURLWithPath: confinement.absolute(path))

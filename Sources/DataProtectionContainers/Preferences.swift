@@ -15,6 +15,8 @@ public indirect enum PreferenceValue: Sendable, Equatable {
     case data([UInt8])
     case array([PreferenceValue])
     case dictionary([String: PreferenceValue])
+    /// A date, as seconds since 1970-01-01 00:00 UTC (tag 7: a store holding one is refused by versions before 0.2.0).
+    case date(Double)
 }
 
 /// A key-value preferences store in `Library/Preferences/` (the analogue of `UserDefaults`).
@@ -177,6 +179,7 @@ enum PreferenceCoding {
         case .string(let s): out.append(3); str(s)
         case .data(let d): out.append(4); u32(d.count); out += d
         case .array(let a): out.append(5); u32(a.count); for e in a { put(e, &out) }
+        case .date(let t): out.append(7); withUnsafeBytes(of: t.bitPattern.littleEndian) { out += $0 }
         case .dictionary(let d):
             out.append(6); u32(d.count)
             for k in d.keys.sorted() { str(k); put(d[k]!, &out) }
@@ -204,6 +207,7 @@ enum PreferenceCoding {
             case 1: return u64().map { .integer(Int64(bitPattern: $0)) }
             case 2: return u64().map { .double(Double(bitPattern: $0)) }
             case 3: return string().map { .string($0) }
+            case 7: return u64().map { .date(Double(bitPattern: $0)) }
             case 4: return u32().flatMap { take($0) }.map { .data(Array($0)) }
             case 5:
                 guard let n = u32(), n <= bytes.count else { return nil }

@@ -14,20 +14,34 @@ public final class AppContext: Sendable {
     public let domain: ProtectionDomain
     /// The app's container: every URL this layer accepts is inside it.
     public let container: Container
+    /// Where this context posts the protected-data notifications (`ProtectedApplication`) and
+    /// `ProtectedUserDefaults.didChangeNotification`.
+    public let notificationCenter: NotificationCenter
+    /// Turns the domain's live-lock events into protected-data notifications for as long as this context lives.
+    private let protectedDataNotifier: ProtectedDataNotifier
+    /// `ProtectedUserDefaults.standard` of this context (it keeps the registration domain).
+    let standardDefaults: ProtectedUserDefaults
 
     /// A context over an open container.
     /// - Parameters:
     ///   - domain: the domain the container was opened with (`Container(at:keys: domain.keys)`).
     ///   - container: the app's container.
-    public init(domain: ProtectionDomain, container: Container) {
+    ///   - notificationCenter: where notifications go (`.default`, as on iOS).
+    public init(domain: ProtectionDomain, container: Container, notificationCenter: NotificationCenter = .default) {
         self.domain = domain
         self.container = container
+        self.notificationCenter = notificationCenter
+        protectedDataNotifier = ProtectedDataNotifier(domain: domain, center: notificationCenter)
+        standardDefaults = ProtectedUserDefaults(store: try? container.preferences(named: "standard"), center: notificationCenter)
+        protectedDataNotifier.sender.withLock { $0.context = self }
     }
 
     /// Opens the container at `root` (creating it with `policy` when missing) with the domain's keys.
     /// - Throws: what `Container.create(at:keys:policy:)` throws.
-    public convenience init(domain: ProtectionDomain, containerAt root: String, policy: ContainerPolicy = .standard) throws(ProtectionError) {
-        self.init(domain: domain, container: try Container.create(at: root, keys: domain.keys, policy: policy))
+    public convenience init(
+        domain: ProtectionDomain, containerAt root: String, policy: ContainerPolicy = .standard, notificationCenter: NotificationCenter = .default
+    ) throws(ProtectionError) {
+        self.init(domain: domain, container: try Container.create(at: root, keys: domain.keys, policy: policy), notificationCenter: notificationCenter)
     }
 
     private static let bootstrapped = Locked<AppContext?>(nil)

@@ -187,6 +187,14 @@ public final class FileCoordinator: Sendable {
         return try CoordinationContext.$current.withValue(granted.context) { try accessor(granted.urls) }
     }
 
+    /// The presenter this coordination does not message: the coordinator's own, else the one the caller acts for
+    /// (`PresenterRegistration.actingAsPresenter(_:)`) when it presents in this domain.
+    private func excludedPresenter(in state: DomainState) -> UInt64? {
+        if let filePresenter { return filePresenter.id }
+        guard let acting = PresenterRegistration.acting, acting.hub === state.presenters else { return nil }
+        return acting.id
+    }
+
     private func prepare(_ intents: [FileAccessIntent]) throws(CoordinationError) -> CoordinationOperation {
         guard !intents.isEmpty else {
             throw CoordinationError(.invalidRequest, path: nil, message: "a coordination needs at least one intent")
@@ -203,7 +211,7 @@ public final class FileCoordinator: Sendable {
         let outer = CoordinationContext.current.flatMap { $0.domain === state && $0.isActive ? $0 : nil }
         return CoordinationOperation(
             state: state, items: items, outer: outer, scope: scope, generation: scope.generation,
-            deadline: monotonicNow() &+ timeout.nanoseconds, excluded: filePresenter?.id,
+            deadline: monotonicNow() &+ timeout.nanoseconds, excluded: excludedPresenter(in: state),
             presenterDeadline: presenterDeadline, plan: LockLayout.plan(items.map { ($0.relative, $0.intent.access) }))
     }
 }

@@ -76,6 +76,19 @@ public final class PresenterRegistration: Sendable {
 
     /// Stops presenting: no more callbacks are delivered once this returns (ones already queued may still run).
     public func remove() { hub.remove(self) }
+
+    /// The registration whose presenter the current thread or task acts for (inside `actingAsPresenter(_:)`).
+    @TaskLocal static var acting: PresenterRegistration?
+
+    /// Runs `body` as this presenter's own access: every coordination inside it, by any coordinator of the
+    /// registration's domain, leaves this presenter out, as `FileCoordinator(filePresenter:)` does.
+    ///
+    /// For code that cannot choose its coordinator (a library call that coordinates for itself) running in a
+    /// presenter's callback, which Apple lets coordinate "with itself as the presenter": without it, such a
+    /// coordination would message this presenter, whose callback is still running, and wait out the deadline.
+    public func actingAsPresenter<R>(_ body: () throws -> R) rethrows -> R {
+        try Self.$acting.withValue(self, operation: body)
+    }
 }
 
 extension FileCoordinator {

@@ -56,7 +56,8 @@ let package = Package(
         .executableTarget(name: "keyring-probe", dependencies: [library("KernelKeyring")], path: "keyring-probe"),
         // Holds a container in use from another process (ContainerPurgeTests).
         .executableTarget(
-            name: "container-hold", dependencies: [library("DataProtection"), library("ProtectionCrypto")], path: "container-hold"),
+            name: "container-hold", dependencies: [library("DataProtection"), library("DataProtectionFoundation"), library("ProtectionCrypto")],
+            path: "container-hold"),
         // A real process for the cross-process coordination tests (its benchmark drivers: Benchmarks/Drivers/dp-coordbench).
         .executableTarget(name: "coordination-worker", dependencies: [library("FileCoordination")], path: "coordination-worker"),
 
