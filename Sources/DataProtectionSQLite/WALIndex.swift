@@ -108,7 +108,11 @@ extension ProtectedDatabaseFile {
         case .wouldBlock: return SQLITE_BUSY
         case .failed: return DP_IOERR_SHMLOCK
         }
-        if flags & SQLITE_SHM_SHARED != 0, offset >= 3 {  // WAL_READ_LOCK(0...4) are locks 3...7
+        // WAL_READ_LOCK(0...4) are locks 3...7 (shared: a read transaction starts); WAL_WRITE_LOCK is 0 and
+        // WAL_CKPT_LOCK 1 (exclusive: a write transaction or a checkpoint starts). A checkpoint runs after its
+        // connection's commit let the write lock go, so another connection's checkpoint may have grown the database
+        // and re-sealed its last chunk since this connection's read transaction began.
+        if (flags & SQLITE_SHM_SHARED != 0 && offset >= 3) || (flags & SQLITE_SHM_EXCLUSIVE != 0 && offset <= 1) {
             do throws(ProtectionError) {
                 try handle.reloadAfterOtherWriters()
                 try wal?.handle.reloadAfterOtherWriters()
