@@ -64,6 +64,14 @@ let package = Package(
         driver("dp-keybench", [library("DataProtection"), library("ProtectionCrypto"), library("KernelKeyring")]),
         // FileCoordination between processes: lock handoff latency and contended throughput.
         driver("dp-coordbench", [library("FileCoordination")]),
+        // Protected SQLite databases (issue 21): one workload source (Drivers/dp-sqlbench/Workload.swift) in two
+        // executables, as libsqlcipher exports the same sqlite3_* symbols as libsqlite3: plain SQLite and the protected
+        // VFS in one, SQLCipher alone in the other (Benchmarks/compare-sqlite runs them interleaved).
+        .systemLibrary(name: "BaselineSQLite", path: "Drivers/BaselineSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(
+            name: "BaselineSQLCipher", path: "Drivers/BaselineSQLCipher", pkgConfig: "sqlcipher", providers: [.apt(["libsqlcipher-dev"])]),
+        driver("dp-sqlbench", [library("DataProtection"), library("DataProtectionSQLite"), library("KernelKeyring"), library("ProtectionCrypto"), "BaselineSQLite"]),
+        .executableTarget(name: "dp-sqlbench-cipher", dependencies: ["BaselineSQLCipher"], path: "Drivers/dp-sqlbench-cipher", swiftSettings: [.define("SQLCIPHER")]),
         // KernelKeyring's calls against the raw libkeyutils calls.
         driver("dp-keyringbench", [library("KernelKeyring"), "BaselineKeyutils", .product(name: "Logging", package: "swift-log")]),
     ]

@@ -23,6 +23,20 @@ class DatabaseFile {
     func shmMap(_ region: Int, size: Int, extend: Bool, _ out: inout UnsafeMutableRawPointer?) -> Int32 { DP_IOERR_SHMMAP }
     func shmLock(offset: Int, count: Int, flags: Int32) -> Int32 { DP_IOERR_SHMLOCK }
     func shmUnmap(delete: Bool) -> Int32 { SQLITE_OK }
+
+    /// Whether SQLite keeps the WAL file when the last connection closes (`SQLITE_FCNTL_PERSIST_WAL`).
+    var persistWAL: Int32 = 0
+
+    /// `xFileControl`: the one operation the VFS answers itself, as the unix VFS does (GRDB sets it on every
+    /// `DatabasePool`, and fails the open on `SQLITE_NOTFOUND`); SQLite's defaults for the rest.
+    ///
+    /// `SQLITE_FCNTL_PERSIST_WAL`: an argument below zero asks for the flag, zero or more sets it. A kept WAL is a
+    /// protected file like any other (SQLite empties it at the last close), so the flag changes no guarantee.
+    func fileControl(_ op: Int32, _ arg: UnsafeMutableRawPointer?) -> Int32 {
+        guard op == SQLITE_FCNTL_PERSIST_WAL, let p = arg?.assumingMemoryBound(to: Int32.self) else { return SQLITE_NOTFOUND }
+        if p.pointee < 0 { p.pointee = persistWAL } else { persistWAL = p.pointee == 0 ? 0 : 1 }
+        return SQLITE_OK
+    }
 }
 
 /// A database file that is a protected file: every page read is authenticated, every page write re-sealed.

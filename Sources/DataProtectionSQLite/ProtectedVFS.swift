@@ -306,7 +306,7 @@ nonisolated(unsafe) private let ioMethods: UnsafeMutablePointer<sqlite3_io_metho
     m.pointee.xLock = { f, level in object(f).lock(level) }
     m.pointee.xUnlock = { f, level in object(f).unlock(level) }
     m.pointee.xCheckReservedLock = { f, out in object(f).checkReservedLock(&out!.pointee) }
-    m.pointee.xFileControl = { _, _, _ in SQLITE_NOTFOUND }
+    m.pointee.xFileControl = { f, op, arg in object(f).fileControl(op, arg) }
     m.pointee.xSectorSize = { _ in Int32(ProtectedVFS.pageSize) }
     m.pointee.xDeviceCharacteristics = { _ in 0 }
     m.pointee.xShmMap = { f, region, size, extend, out in

@@ -87,7 +87,10 @@ extension ProtectedDatabaseFile {
     ///
     /// Taking any of them first checks the class, so a read or write transaction of a locked `complete` database fails
     /// with `SQLITE_AUTH` even when SQLite would answer from its cache; taking a read lock (the start of a read
-    /// transaction) makes the handle forget what it knew of the database file, which a checkpoint may have changed.
+    /// transaction) makes the handles forget what they knew of the database file, which a checkpoint may have changed,
+    /// and of the WAL, whose last chunk another connection's commit re-sealed: a WAL handle that kept that chunk from
+    /// an earlier transaction would otherwise return its old plaintext for frames committed since (SQLite then sees a
+    /// torn frame: "database disk image is malformed").
     func lockWALIndex(offset: Int, count: Int, flags: Int32) -> Int32 {
         guard let index = walIndex else { return DP_IOERR_SHMLOCK }
         let start = WALIndex.lockBase + Int64(offset)
@@ -105,8 +108,15 @@ extension ProtectedDatabaseFile {
         case .wouldBlock: return SQLITE_BUSY
         case .failed: return DP_IOERR_SHMLOCK
         }
-        if flags & SQLITE_SHM_SHARED != 0, offset >= 3 {  // WAL_READ_LOCK(0...4) are locks 3...7
-            do throws(ProtectionError) { try handle.reloadAfterOtherWriters() } catch {
+        // WAL_READ_LOCK(0...4) are locks 3...7 (shared: a read transaction starts); WAL_WRITE_LOCK is 0 and
+        // WAL_CKPT_LOCK 1 (exclusive: a write transaction or a checkpoint starts). A checkpoint runs after its
+        // connection's commit let the write lock go, so another connection's checkpoint may have grown the database
+        // and re-sealed its last chunk since this connection's read transaction began.
+        if (flags & SQLITE_SHM_SHARED != 0 && offset >= 3) || (flags & SQLITE_SHM_EXCLUSIVE != 0 && offset <= 1) {
+            do throws(ProtectionError) {
+                try handle.reloadAfterOtherWriters()
+                try wal?.handle.reloadAfterOtherWriters()
+            } catch {
                 _ = index.file.lock(nil, start: start, length: Int64(count))
                 return VFSFailure.record(error, io: DP_IOERR_SHMLOCK)
             }

@@ -164,6 +164,24 @@ final class ProtectedDatabaseTests: DomainTestCase {
         }
     }
 
+    /// SQLite's persistent-WAL file control works through the VFS (GRDB 7's DatabasePool sets it at every open and
+    /// failed "unknown operation", SQLITE_NOTFOUND, against the VFS that answered no file control; GRDB's own suite,
+    /// docs/TESTING.md): set, read back, and the WAL stays beside the database after the last connection closes.
+    func testThePersistentWALFileControlIsHonoured() throws {
+        let domain = try unlockedDomain()
+        let path = root + "/persist.db"
+        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: domain.files)
+        try db.execute("PRAGMA journal_mode = WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)")
+        var flag: Int32 = 1
+        XCTAssertEqual(sqlite3_file_control(db.connection, "main", SQLITE_FCNTL_PERSIST_WAL, &flag), SQLITE_OK)
+        flag = -1
+        XCTAssertEqual(sqlite3_file_control(db.connection, "main", SQLITE_FCNTL_PERSIST_WAL, &flag), SQLITE_OK)
+        XCTAssertEqual(flag, 1)
+        db.close()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path + "-wal"), "the WAL was deleted at the last close")
+        try assertIntegrity(path, domain.files, rows: 1)
+    }
+
     /// A flipped byte in a page of the database gives a clear "tampered" error (raw SQLite: SQLITE_CORRUPT), never rows.
     func testATamperedPageFailsAuthenticationNotWrongRows() throws {
         let domain = try unlockedDomain()

@@ -1,0 +1,1 @@
+../dp-sqlbench/Workload.swift
