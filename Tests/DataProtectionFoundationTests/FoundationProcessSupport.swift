@@ -39,14 +39,8 @@ extension FoundationTestCase {
 
     /// Starts the built product `name`; it runs until `finish` closes its standard input.
     func startProduct(_ name: String, _ arguments: [String]) throws -> RunningProduct {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: try builtProduct(name))
-        p.arguments = arguments
-        p.environment = domainEnvironment
-        let i = Pipe(), o = Pipe(), e = Pipe()
-        (p.standardInput, p.standardOutput, p.standardError) = (i, o, e)
-        try p.run()
-        return RunningProduct(process: p, input: i, output: o, error: e)
+        let s = try TestSupport.startProduct(name, arguments, environment: domainEnvironment, captureError: true)
+        return RunningProduct(process: s.process, input: s.input, output: s.output, error: s.error!)
     }
 
     /// Runs dpctl and fails the test unless it exits 0.

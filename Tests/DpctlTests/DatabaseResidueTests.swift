@@ -9,15 +9,8 @@ import XCTest
 extension KeyResidueTests {
     /// Starts the rig `product` with `arguments` in the test's environment, its standard input and output piped here.
     func startRig(_ product: String, _ arguments: [String]) throws -> (Process, input: Pipe, output: Pipe) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: try builtProduct(product))
-        p.arguments = arguments
-        p.environment = environment
-        let input = Pipe(), output = Pipe()
-        p.standardInput = input
-        p.standardOutput = output
-        try p.run()
-        return (p, input, output)
+        let s = try startProduct(product, arguments, environment: environment)
+        return (s.process, s.input, s.output)
     }
 
     func testNoPlaintextPageOfACompleteDatabaseRemainsInItsProcessAfterLock() throws {

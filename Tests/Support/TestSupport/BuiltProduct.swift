@@ -34,3 +34,31 @@ public func builtProduct(_ name: String) throws -> String {
     }
     throw MissingProduct(name: name, searched: searched)
 }
+
+/// A built product started with its standard input and output (and, when asked, its standard error) piped to the test.
+public struct StartedProduct {
+    /// The running process.
+    public let process: Process
+    /// Its standard input: closing the writing end tells a rig to finish.
+    public let input: Pipe
+    /// Its standard output.
+    public let output: Pipe
+    /// Its standard error, when captured (otherwise it goes to the test's).
+    public let error: Pipe?
+}
+
+/// Starts the built product `name` (a rig, dpctl) with `arguments` and `environment`.
+/// - Parameter captureError: pipe its standard error to the test too (read it, or a chatty process blocks).
+/// - Throws: `MissingProduct`, or the error of starting it.
+public func startProduct(_ name: String, _ arguments: [String], environment: [String: String], captureError: Bool = false) throws -> StartedProduct {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: try builtProduct(name))
+    p.arguments = arguments
+    p.environment = environment
+    let input = Pipe(), output = Pipe(), error = captureError ? Pipe() : nil
+    p.standardInput = input
+    p.standardOutput = output
+    if let error { p.standardError = error }
+    try p.run()
+    return StartedProduct(process: p, input: input, output: output, error: error)
+}
