@@ -141,6 +141,35 @@ final class NotesStorePortTests: FoundationTestCase {
         XCTAssertEqual(again.fontSize, 17.5)
     }
 
+    /// The store presents its folder: its own coordinated saves do not message it, another writer's save does
+    /// (`presentedSubitemDidChange(at:)` or `presentedItemDidChange()`, on its queue).
+    func testTheStoreHearsAnotherWritersChangesButNotItsOwn() throws {
+        let store = makeStore()
+        try inContext { try store.save(Note(name: "mine", text: "by the store")) }
+        func anotherWriterSaves() {
+            var error: NSError?
+            var writeError: Error?
+            inContext {
+                NSFileCoordinator().coordinate(writingItemAt: store.url(forNote: "theirs"), options: [], error: &error) { url in
+                    do { try Data("by another writer".utf8).write(to: url) } catch { writeError = error }
+                }
+            }
+            XCTAssertNil(error)
+            XCTAssertNil(writeError)
+        }
+        anotherWriterSaves()
+        XCTAssertTrue(eventually { store.changesSeen > 0 }, "the presenter heard nothing of another writer's save")
+        let seen = store.changesSeen
+        // The store's own save, then another writer's: only the second is heard (in order, on the presenter's queue).
+        try inContext { try store.save(Note(name: "mine", text: "again by the store")) }
+        anotherWriterSaves()
+        XCTAssertTrue(eventually { store.changesSeen >= 2 * seen })
+        store.presentedItemOperationQueue.waitUntilAllOperationsAreFinished()
+        XCTAssertEqual(store.changesSeen, 2 * seen, "the store was messaged about its own save")
+        XCTAssertEqual(try inContext { try store.noteNames() }, ["mine", "theirs"])
+        print("port presenter: \(seen) change message(s) for another writer's save, none for the store's own")
+    }
+
     /// `dpctl lock` in another process: the store hears `protectedDataWillBecomeUnavailableNotification` and closes
     /// (drops its notes from memory); reads fail as iOS reports them (`CocoaError.fileReadNoPermission`, the store's
     /// `.locked`), a save fails and leaves the note as it was, while the class-C cache and preferences still read.
