@@ -47,7 +47,8 @@ public struct ProtectedApplication: Sendable {
 /// The events arrive on the live lock's listener thread; the posts happen on a serial queue of their own, in event
 /// order, so an observer that takes long never delays this process's acknowledgement of a lock (which would make the
 /// locker report it as timed out). `NotificationCenter` then runs each observer's block on the queue the observer
-/// chose in `addObserver(forName:object:queue:using:)`.
+/// chose in `addObserver(forName:object:queue:using:)`; an observer with no queue runs on the posting thread, with the
+/// app context as the current one (an `OperationQueue` does not carry it).
 final class ProtectedDataNotifier: Sendable {
     private let subscription: EventSubscription
     /// The notifications' object: the app context, held weakly (it holds this notifier).
@@ -74,7 +75,12 @@ final class ProtectedDataNotifier: Sendable {
                 warned.withLock { $0 = false }
                 name = ProtectedApplication.protectedDataDidBecomeAvailableNotification
             }
-            poster.async { center.post(name: name, object: sender.withLock { $0.context }) }
+            // Posted with the context current, so an observer that runs on the posting thread (`queue: nil`) reaches
+            // its app's container through `Data(contentsOf:)`, `UserDefaults.standard` and the like, as on iOS.
+            poster.async {
+                guard let context = sender.withLock({ $0.context }) else { return center.post(name: name, object: nil) }
+                AppContext.withCurrent(context) { center.post(name: name, object: context) }
+            }
         }
     }
 

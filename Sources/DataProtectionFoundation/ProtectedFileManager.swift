@@ -16,7 +16,7 @@ public struct ProtectedFileManager: Sendable {
     public typealias SearchPathDirectory = FileManager.SearchPathDirectory
     public typealias SearchPathDomainMask = FileManager.SearchPathDomainMask
 
-    private let explicit: AppContext?
+    let explicit: AppContext?
 
     /// The manager of the current app context (`AppContext.current`, resolved at each call).
     public static var `default`: ProtectedFileManager { ProtectedFileManager() }

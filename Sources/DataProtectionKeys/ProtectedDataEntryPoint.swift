@@ -24,7 +24,8 @@ public enum ProtectedDataEntryPoint: Int, CaseIterable, Sendable, CustomStringCo
     case filesOpen
     /// `ProtectedFiles.open(_:forWriting: true)`: a handle for reading and writing.
     case filesOpenForWriting
-    /// `ProtectedFiles.rewrap(_:to:)` and `ProtectionDomain.setClass`: the per-file key moved to another class.
+    /// `ProtectedFiles.rewrap(_:to:)` and `ProtectionDomain.setClass`: the per-file key moved to another class
+    /// (`Container.setProtection`, and DataProtectionFoundation's `setAttributes` and `URL.setResourceValues`, forward to them).
     case filesRewrap
     /// `ProtectedFiles.protectInPlace(_:as:)`: a plain file turned into a protected one.
     case filesProtect
