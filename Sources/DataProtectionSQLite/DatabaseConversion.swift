@@ -177,6 +177,9 @@ enum PlainConnection {
     /// - Throws: `.coordinationFailed` when another connection holds it (busy at once: no waiting); `.invalidArgument`
     ///   when it is not a SQLite database; `.io`.
     static func settle(_ path: String, action: String) throws(ProtectionError) {
+        // The first SQLite call of a process initializes SQLite; the page wipe must be installed before it, or this
+        // process could open no `complete` database afterwards (PageWipe).
+        PageWipe.install()
         var db: OpaquePointer?
         let rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, "unix")
         defer { sqlite3_close_v2(db) }
