@@ -10,10 +10,13 @@ extension ProtectedFiles {
     /// Counts a handle made by `makeHandle` (`dataprotection_opens_total` or `_creates_total`, the open-handle meter)
     /// and logs it at trace; the path, class and generation only, never a key.
     func reportOpened(_ h: ProtectedFileHandle, generation: UInt32, created: Bool, via: ProtectedDataEntryPoint) {
-        let m = telemetry.metrics, c = h.protectionClass
-        (created ? m.creates : m.opens)[c].increment()
-        m.openHandles[c].increment()
-        telemetry.log(.trace, created ? "created protected file" : "opened protected file", [
+        let t = telemetry, m = t.metrics, c = h.protectionClass
+        if m.recording {
+            (created ? m.creates : m.opens)[c].increment()
+            m.openHandles[c].increment()
+        }
+        guard t.logger != nil else { return }
+        t.log(.trace, created ? "created protected file" : "opened protected file", [
             "path": .string(h.path), "class": .string(c.description), "generation": .stringConvertible(generation),
             "operation": .string("\(via)"), "writable": .stringConvertible(h.writable),
         ])
@@ -46,11 +49,14 @@ extension ProtectedFiles {
 extension ProtectedFileHandle {
     /// Reports a closing handle: its bytes sealed and opened, and one open handle fewer (called once, by `finish`).
     func reportClosed(_ st: borrowing State) {
-        let m = files.telemetry.metrics, c = protectionClass
-        if st.bytesSealed > 0 { m.bytesSealed[c].increment(by: st.bytesSealed) }
-        if st.bytesOpened > 0 { m.bytesOpened[c].increment(by: st.bytesOpened) }
-        m.openHandles[c].decrement()
-        files.telemetry.log(.trace, "closed protected file", [
+        let t = files.telemetry, m = t.metrics, c = protectionClass
+        if m.recording {
+            if st.bytesSealed > 0 { m.bytesSealed[c].increment(by: st.bytesSealed) }
+            if st.bytesOpened > 0 { m.bytesOpened[c].increment(by: st.bytesOpened) }
+            m.openHandles[c].decrement()
+        }
+        guard t.logger != nil else { return }
+        t.log(.trace, "closed protected file", [
             "path": .string(path), "class": .string(c.description),
             "bytesSealed": .stringConvertible(st.bytesSealed), "bytesOpened": .stringConvertible(st.bytesOpened),
         ])

@@ -9,8 +9,9 @@ import Glibc
 ///
 /// The metric objects are made once, here (a swift-metrics `Counter` costs a factory call and a lock to make), so
 /// a call site only increments a cached object; hot paths (handle reads and writes) touch none of them per call:
-/// a handle adds its bytes to its own state and reports them when it closes.
-public struct Telemetry: Sendable {
+/// a handle adds its bytes to its own state and reports them when it closes. A class, so that passing it around and
+/// reading it from a domain's objects is one reference, not a copy of a logger.
+public final class Telemetry: Sendable {
     /// Where this domain logs, with the `domain` metadata set; nil logs nothing.
     public let logger: Logger?
     /// The domain label of every metric and log line.
@@ -29,17 +30,6 @@ public struct Telemetry: Sendable {
         self.logger = logger
         self.domain = domain
         self.metrics = TelemetryMetrics(domain: domain, factory: factory ?? MetricsSystem.factory)
-    }
-
-    /// This telemetry with another logger (same metrics), e.g. a domain's, once its id is known.
-    public func with(logger: Logger?) -> Telemetry { Telemetry(logger: logger, domain: domain, metrics: metrics) }
-
-    private init(logger: Logger?, domain: String, metrics: TelemetryMetrics) {
-        var logger = logger
-        logger?[metadataKey: "domain"] = .string(domain)
-        self.logger = logger
-        self.domain = domain
-        self.metrics = metrics
     }
 
     /// Telemetry for objects made without a domain (`InMemoryClassKeys`, a bare `FileCoordinator`): no logs, and

@@ -13,6 +13,9 @@ import CoreMetrics
 ///   `dataprotection_key_fetch_duration` [class] (a per-file key wrapped or unwrapped through its class key);
 /// - meter `dataprotection_open_handles` [class]: handles open now in this process.
 public final class TelemetryMetrics: Sendable {
+    /// False when the backend is swift-metrics' no-op one (nothing bootstrapped, no factory given): the per-open
+    /// reports (opens, creates, handles, bytes, key-fetch timing) then skip their calls and clock reads entirely.
+    public let recording: Bool
     public let opens: PerClass<Counter>
     public let creates: PerClass<Counter>
     public let bytesSealed: PerClass<Counter>
@@ -28,6 +31,7 @@ public final class TelemetryMetrics: Sendable {
 
     init(domain: String, factory: any MetricsFactory) {
         let d = [("domain", domain)]
+        recording = !(factory is NOOPMetricsHandler)
         func counters(_ label: String) -> PerClass<Counter> {
             PerClass { c in Counter(label: label, dimensions: [("class", c)] + d, factory: factory) }
         }

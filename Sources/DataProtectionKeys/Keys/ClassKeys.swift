@@ -83,16 +83,16 @@ public class ClassKeys: @unchecked Sendable {  // @unchecked: immutable `let`s o
     @inlinable package func wrapFileKey(
         _ fileKey: borrowing SecretBytes, for c: ProtectionClass, generation: UInt32, ad: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> [UInt8] {
-        let t0 = Telemetry.now()
-        defer { metrics.keyFetched(c.rawValue, since: t0) }
+        let t0 = metrics.recording ? Telemetry.now() : 0
+        defer { if t0 != 0 { metrics.keyFetched(c.rawValue, since: t0) } }
         return try provider.wrapFileKey(fileKey, for: c, generation: generation, ad: ad)
     }
 
     @inlinable package func unwrapFileKey(
         _ wrapped: UnsafeRawBufferPointer, for c: ProtectionClass, generation: UInt32, ad: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> SecretBytes {
-        let t0 = Telemetry.now()
-        defer { metrics.keyFetched(c.rawValue, since: t0) }
+        let t0 = metrics.recording ? Telemetry.now() : 0
+        defer { if t0 != 0 { metrics.keyFetched(c.rawValue, since: t0) } }
         return try provider.unwrapFileKey(wrapped, for: c, generation: generation, ad: ad)
     }
 }
