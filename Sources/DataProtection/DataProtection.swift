@@ -83,8 +83,17 @@ extension ProtectionDomain {
         let t0 = Telemetry.now()
         let bag = try cache.bag()
         let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
-        let kek = try bag.passphraseKEK(passphrase, device, at: location)
-        let keys = try bag.unwrapPassphraseClasses(kek)
+        let keys: [ClassKey]
+        do throws(ProtectionError) {
+            let kek = try bag.passphraseKEK(passphrase, device, at: location)
+            keys = try bag.unwrapPassphraseClasses(kek)
+        } catch {
+            // Which code, never what was typed: a wrong passphrase is logged as the event, not its bytes.
+            telemetry.log(.warning, "unlock refused", [
+                "operation": "unlock", "error": .string("\(error.code)"), "duration_ms": Telemetry.millis(Telemetry.elapsed(since: t0)),
+            ])
+            throw error
+        }
         try store.install(keys, timeout: timeout)
         liveLock.unlock(autoLockAfterSeconds: timeout.map(Int.init), grace: grace)
         let ns = Telemetry.elapsed(since: t0)

@@ -27,7 +27,7 @@ final class TelemetryRedactionTests: DomainTestCase {
 
         // The log holds the events (so the search below searches something).
         for message in [
-            "created domain", "unlocked domain", "created protected file", "opened protected file", "closed protected file",
+            "created domain", "unlock refused", "unlocked domain", "created protected file", "opened protected file", "closed protected file",
             "purged item", "purged container", "coordination granted", "coordination timed out waiting for other holders",
             "tamper detected: authentication failed", "lock sequence done", "revoked this process's key holders", "locked domain",
             "refused: class locked", "recovered domain: new passphrase, device secret rotated",
@@ -75,6 +75,8 @@ final class TelemetryRedactionTests: DomainTestCase {
             recoveryText = (try? key.withText { String(decoding: $0, as: UTF8.self) }) ?? ""
         }
         run.domainID = "\(domain.id)"
+        assertProtectionError([.wrongPassphrase]) { try domain.unlock(passphrase: try self.secret("wrong \(Self.passphrase)")) }
+        run.needles.append(("wrong passphrase", Array("wrong \(Self.passphrase)".utf8)))
         try domain.unlock(passphrase: try secret(Self.passphrase))
         let files = root + "/files"
         try FileManager.default.createDirectory(atPath: files, withIntermediateDirectories: true)
