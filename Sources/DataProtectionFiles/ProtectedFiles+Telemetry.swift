@@ -46,6 +46,25 @@ extension ProtectedFiles {
     }
 }
 
+extension ProtectedFiles {
+    /// Logs what `recoverTree` did: each repair at notice, each failure at warning, then the totals at info.
+    func reportRepairs(_ report: RecoveryReport, under root: String) {
+        let t = telemetry
+        guard t.logger != nil else { return }
+        for e in report.entries {
+            t.log(.notice, "repair", ["path": .string(e.path), "outcome": .string("\(e.action)"), "operation": "recoverTree"])
+        }
+        for f in report.failures {
+            t.log(.warning, "repair failed", ["path": .string(f.path ?? root), "error": .string(f.message), "operation": "recoverTree"])
+        }
+        t.log(.info, "recovered tree", [
+            "path": .string(root), "operation": "recoverTree", "rolledBack": .stringConvertible(report.rolledBack),
+            "rolledForward": .stringConvertible(report.rolledForward), "temporaryFilesRemoved": .stringConvertible(report.temporaryFilesRemoved),
+            "inUse": .stringConvertible(report.inUse), "failures": .stringConvertible(report.failures.count),
+        ])
+    }
+}
+
 extension ProtectedFileHandle {
     /// Reports a closing handle: its bytes sealed and opened, and one open handle fewer (called once, by `finish`).
     func reportClosed(_ st: borrowing State) {

@@ -30,7 +30,7 @@ final class TelemetryRedactionTests: DomainTestCase {
             "created domain", "unlock refused", "unlocked domain", "created protected file", "opened protected file", "closed protected file",
             "purged item", "purged container", "coordination granted", "coordination timed out waiting for other holders",
             "tamper detected: authentication failed", "lock sequence done", "revoked this process's key holders", "locked domain",
-            "refused: class locked", "recovered domain: new passphrase, device secret rotated",
+            "refused: class locked", "recovered tree", "recovered domain: new passphrase, device secret rotated",
         ] {
             XCTAssertFalse(capture.lines(message).isEmpty, "no log line '\(message)'")
         }
@@ -112,6 +112,9 @@ final class TelemetryRedactionTests: DomainTestCase {
 
         // A coordination that waits and is granted, and one that times out behind a writer.
         try coordinationWaitAndTimeOut(domain, in: files)
+
+        // A repair pass over the files (nothing to repair; the totals are logged).
+        _ = try domain.files.recoverTree(files)
 
         // A tamper detection: one byte of a chunk flipped.
         run.tamperedPath = "\(files)/complete-whole"
