@@ -48,6 +48,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // swift-metrics: the dataprotection_* counters, timers and meters (DataProtectionTelemetry); MetricsTestKit in tests.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         // GRDB, for the DataProtectionGRDB product only; it links the system libsqlite3, as CSQLite does.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -96,20 +98,31 @@ let package = Package(
             name: "KernelKeyring",
             dependencies: ["CKeyutils", .product(name: "Logging", package: "swift-log")],
             exclude: ["README.md"]),
+        // A domain's logger and cached metric objects, carried to every layer that logs or counts (issue 25).
+        .target(
+            name: "DataProtectionTelemetry",
+            dependencies: [.product(name: "Logging", package: "swift-log"), .product(name: "CoreMetrics", package: "swift-metrics")],
+            exclude: ["README.md"]),
         // NSFileCoordinator-style coordination; independent of the encryption.
-        .target(name: "FileCoordination", dependencies: ["Locking", "PathSyntax", "SystemLayer"], exclude: ["README.md"]),
+        .target(
+            name: "FileCoordination",
+            dependencies: ["Locking", "PathSyntax", "SystemLayer", "DataProtectionTelemetry", .product(name: "Logging", package: "swift-log")],
+            exclude: ["README.md"]),
         // The pure format: header, chunk layout, keybag and journal encodings; no I/O, no keys held.
         .target(name: "DataProtectionFormat", dependencies: ["ProtectionCrypto"], exclude: ["README.md"]),
         // Domain: the keybag, the device secret, class keys and their one admission, the live lock.
         .target(
             name: "DataProtectionKeys",
-            dependencies: ["DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "Locking", "PathSyntax", "SystemLayer", "TPMBinding"],
+            dependencies: [
+                "DataProtectionFormat", "ProtectionCrypto", "KernelKeyring", "Locking", "PathSyntax", "SystemLayer", "TPMBinding", "DataProtectionTelemetry",
+            ],
             exclude: ["README.md"]),
         // Protected files and handles, with the chunk pipeline (Pipeline/); keys come from DataProtectionKeys.
         .target(
             name: "DataProtectionFiles",
             dependencies: [
                 "DataProtectionKeys", "DataProtectionFormat", "ProtectionCrypto", "FileCoordination", "Locking", "PathSyntax", "SystemLayer",
+                "DataProtectionTelemetry",
                 // FileDescriptor, the descriptor type of its API (re-exported).
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -119,7 +132,7 @@ let package = Package(
             name: "DataProtectionContainers",
             dependencies: [
                 "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "ProtectionCrypto", "FileCoordination", "Locking",
-                "PathSyntax", "SystemLayer",
+                "PathSyntax", "SystemLayer", "DataProtectionTelemetry",
             ],
             exclude: ["README.md"]),
         // The umbrella: the main path, the domain's life cycle, and the three modules below it re-exported.
@@ -128,6 +141,7 @@ let package = Package(
             dependencies: [
                 "DataProtectionKeys", "DataProtectionFiles", "DataProtectionContainers", "DataProtectionFormat", "ProtectionCrypto",
                 "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", .product(name: "Logging", package: "swift-log"),
+                "DataProtectionTelemetry", .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             exclude: ["README.md"]),
         // Foundation-shaped calls on the app context's container, with Apple's names, shapes and errors (issue 22).
@@ -173,7 +187,8 @@ let package = Package(
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionContainers", "DataProtectionFormat", "ProtectionCrypto",
                 "KernelKeyring", "FileCoordination", "Locking", "PathSyntax", "SystemLayer", "TPMBinding", "DataProtectionSQLite", "CSQLite",
-                "DataProtectionGRDB", .product(name: "GRDB", package: "GRDB.swift"),
+                "DataProtectionGRDB", .product(name: "GRDB", package: "GRDB.swift"), "DataProtectionTelemetry",
+                .product(name: "Logging", package: "swift-log"), .product(name: "MetricsTestKit", package: "swift-metrics"),
                 rigs("TestSupport"), rigs("GuaranteeMatrix"), rigs("CrashScenarios"), rigs("FuzzHarnesses"),
             ],
             resources: [.copy("Fixtures")]),

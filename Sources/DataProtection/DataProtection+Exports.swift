@@ -5,3 +5,5 @@
 @_exported import DataProtectionKeys
 @_exported import DataProtectionFiles
 @_exported import DataProtectionContainers
+// The domain's logger and metric objects (`Telemetry`), which `PurgeOptions` and `FileCoordinator` take.
+@_exported import DataProtectionTelemetry

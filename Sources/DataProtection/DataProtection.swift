@@ -26,6 +26,8 @@
 
 @_spi(Testing) import DataProtectionKeys  // Keybag and DeviceSecret: testing SPI only so the keybag fuzzer can reach them
 import Logging
+import CoreMetrics
+import DataProtectionTelemetry
 import SystemLayer
 import ProtectionCrypto
 internal import PathSyntax
@@ -44,16 +46,17 @@ extension ProtectionDomain {
     ///   - logger: where the domain logs unlock and lock (never key bytes); nil for none.
     /// - Throws: `.notFound`, `.corruptKeybag`, `.insecurePermissions`, `.keyringUnavailable`, `.io`.
     public static func open(
-        at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil
+        at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil,
+        metrics: (any MetricsFactory)? = nil
     ) throws(ProtectionError) -> ProtectionDomain {
-        try open(at: location, keyStore: keyStore, fileOptions: fileOptions, io: SystemFileIO(), logger: logger)
+        try open(at: location, keyStore: keyStore, fileOptions: fileOptions, io: SystemFileIO(), logger: logger, metrics: metrics)
     }
 
     /// Test hook: `open(at:keyStore:fileOptions:logger:)` through the file-system seam `io` (testing SPI, for tests and
     /// the crash worker that inject faults or kill the process at an I/O call).
     @_spi(Testing) public static func open(
         at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(),
-        io: any FileIO, logger: Logger? = nil
+        io: any FileIO, logger: Logger? = nil, metrics: (any MetricsFactory)? = nil
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
         let bag = try Keybag.load(location, io: io) { (c) throws(ProtectionError) in try DeviceSecret.load(for: c, at: location, io: io) }
@@ -62,7 +65,7 @@ extension ProtectionDomain {
         DurableFile.sweep(location.home, name: lastComponent(of: location.journalPath), io: io)
         DurableFile.sweep(location.deviceDirectory, name: lastComponent(of: location.deviceSecretPath(bag.domainID)), io: io)
         DeviceSecretRotation.settle(for: bag.domainID, at: location, io: io)
-        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
+        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger, metrics: metrics)
     }
 
     // MARK: - 2. Unlock (the key store: Keys/Domain/ClassKeyStore.swift; every process told: Keys/Live/LiveLock.swift)
@@ -77,13 +80,28 @@ extension ProtectionDomain {
     ///   - grace: how long before that auto-lock every process gets `willLock`; `.zero` for no warning.
     /// - Throws: `.wrongPassphrase` (nothing is changed), `.corruptKeybag`, `.keyringUnavailable`.
     public func unlock(passphrase: borrowing SecretBytes, timeout: UInt32? = nil, grace: Duration = LiveLock.defaultGrace) throws(ProtectionError) {
+        let t0 = Telemetry.now()
         let bag = try cache.bag()
         let device = try DeviceSecret.load(for: bag.contents, at: location, io: io)
-        let kek = try bag.passphraseKEK(passphrase, device, at: location)
-        let keys = try bag.unwrapPassphraseClasses(kek)
+        let keys: [ClassKey]
+        do throws(ProtectionError) {
+            let kek = try bag.passphraseKEK(passphrase, device, at: location)
+            keys = try bag.unwrapPassphraseClasses(kek)
+        } catch {
+            // Which code, never what was typed: a wrong passphrase is logged as the event, not its bytes.
+            telemetry.log(.warning, "unlock refused", [
+                "operation": "unlock", "error": .string("\(error.code)"), "duration_ms": Telemetry.millis(Telemetry.elapsed(since: t0)),
+            ])
+            throw error
+        }
         try store.install(keys, timeout: timeout)
         liveLock.unlock(autoLockAfterSeconds: timeout.map(Int.init), grace: grace)
-        logger?.info("unlocked domain \(id)", metadata: ["timeout": "\(timeout.map(String.init) ?? "none")"])
+        let ns = Telemetry.elapsed(since: t0)
+        telemetry.metrics.unlockDuration.recordNanoseconds(ns)
+        telemetry.log(.info, "unlocked domain", [
+            "operation": "unlock", "timeout": "\(timeout.map(String.init) ?? "none")", "duration_ms": Telemetry.millis(ns),
+            "generations": "\(ProtectionClass.allCases.compactMap { c in bag.contents.current(c).map { "\(c)=\($0.generation)" } }.joined(separator: ","))",
+        ])
     }
 }
 
@@ -182,7 +200,9 @@ extension ProtectionDomain {
         let report = try liveLock.lock(classes, grace: grace) { () throws(ProtectionError) in
             try store.evict(evictAll ? Set(ProtectionClass.allCases) : [.complete, .completeUnlessOpen], generations: bag.generations, all: evictAll)
         }
-        logger?.info("locked domain \(id)", metadata: ["evictAll": "\(evictAll)", "processes": "\(report.processesAcknowledged)", "ms": "\(report.elapsedMillis)"])
+        telemetry.log(.info, "locked domain", [
+            "operation": "lock", "evictAll": "\(evictAll)", "processes": "\(report.processesAcknowledged)", "duration_ms": "\(report.elapsedMillis)",
+        ])
         return report
     }
 }

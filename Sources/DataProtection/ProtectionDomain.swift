@@ -4,6 +4,8 @@ import SystemLayer
 import FileCoordination
 import KernelKeyring
 import Logging
+import CoreMetrics
+import DataProtectionTelemetry
 import ProtectionCrypto
 
 #if canImport(Glibc)
@@ -36,23 +38,30 @@ public final class ProtectionDomain: Sendable {
     package let store: any ClassKeyStore
     let io: any FileIO
     let logger: Logger?
+    /// The domain's logger (with `domain` metadata) and metric objects, given to its live lock, files and coordinator.
+    public let telemetry: Telemetry
 
     /// Attaches to an authenticated keybag (`create`, `open` in DataProtection.swift, `recover`).
-    init(location: DomainLocation, bag: Keybag, keyStore: KeyStore, fileOptions: ProtectedFileOptions, io: any FileIO, logger: Logger?) throws(ProtectionError) {
+    init(
+        location: DomainLocation, bag: Keybag, keyStore: KeyStore, fileOptions: ProtectedFileOptions, io: any FileIO, logger: Logger?,
+        metrics: (any MetricsFactory)? = nil
+    ) throws(ProtectionError) {
         self.location = location
         self.id = bag.domainID
         self.keyStore = keyStore
         self.io = io
-        self.logger = logger
+        let telemetry = Telemetry(logger: logger, domain: "\(bag.domainID)", factory: metrics)
+        self.telemetry = telemetry
+        self.logger = telemetry.logger
         cache = KeybagCache(location, io: io, bag: bag)
-        let liveLock = try LiveLock(domainID: "\(bag.domainID)")
+        let liveLock = try LiveLock(domainID: "\(bag.domainID)", telemetry: telemetry)
         self.liveLock = liveLock
         switch keyStore {
         case .kernel(let parent): store = KernelKeyStore(Keyring(logger: logger), id: bag.domainID, parent: parent, lockDirectory: liveLock.directory)
         case .inProcess: store = ProcessKeyStore()
         }
         let coordinator: FileCoordinator
-        do throws(CoordinationError) { coordinator = FileCoordinator(domain: try CoordinationDomain.machineWide()) } catch {
+        do throws(CoordinationError) { coordinator = FileCoordinator(domain: try CoordinationDomain.machineWide(), telemetry: telemetry) } catch {
             throw ProtectionError(.coordinationFailed, "unable to set up file coordination: \(error.message)", underlying: error)
         }
         keys = ClassKeys(provider: DomainClassKeys(cache: cache, store: store), revocation: liveLock.revocation)
@@ -79,19 +88,19 @@ public final class ProtectionDomain: Sendable {
     ///   answer (nothing is written); `.keyringUnavailable`; `.insecurePermissions`; `.io`.
     public static func create(
         at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
-        binding: KeyBinding = .file, fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil,
+        binding: KeyBinding = .file, fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil, metrics: (any MetricsFactory)? = nil,
         present: (borrowing RecoveryKey) throws(ProtectionError) -> Void
     ) throws(ProtectionError) -> ProtectionDomain {
         try create(
             at: location, passphrase: passphrase, kdf: kdf, keyStore: keyStore, binding: binding, fileOptions: fileOptions, io: SystemFileIO(),
-            logger: logger, present: present)
+            logger: logger, metrics: metrics, present: present)
     }
 
     /// `create(at:passphrase:kdf:keyStore:binding:fileOptions:logger:present:)` through the file-system seam `io` (tests that inject faults).
     package static func create(
         at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
         binding: KeyBinding = .file, fileOptions: ProtectedFileOptions = .init(), io: any FileIO, logger: Logger? = nil,
-        present: (borrowing RecoveryKey) throws(ProtectionError) -> Void
+        metrics: (any MetricsFactory)? = nil, present: (borrowing RecoveryKey) throws(ProtectionError) -> Void
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
         guard !exists(at: location) else {
@@ -106,7 +115,8 @@ public final class ProtectionDomain: Sendable {
         let recovery = try RecoveryKey.random()
         let bag = try Keybag.create(id: id, passphrase: passphrase, kdf: kdf, device: device, recovery: recovery, binding: binding, at: location, io: io)
         try present(recovery)
-        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
+        logger?.info("created domain", metadata: ["domain": "\(id)", "operation": "create", "path": "\(location.home)"])
+        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger, metrics: metrics)
     }
 
     /// Refuses a kernel key store the kernel refuses (one `.keyringUnavailable`), before anything is read or written.
@@ -201,7 +211,8 @@ public final class ProtectionDomain: Sendable {
     ///   - logger: where recovery is logged; nil for nowhere.
     public static func recover(
         at location: DomainLocation, recoveryKey: borrowing RecoveryKey, newPassphrase: borrowing SecretBytes, kdf: Argon2Parameters? = nil,
-        binding: KeyBinding? = nil, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil
+        binding: KeyBinding? = nil, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil,
+        metrics: (any MetricsFactory)? = nil
     ) throws(ProtectionError) -> ProtectionDomain {
         try checkStore(keyStore, logger)
         let io: any FileIO = SystemFileIO()
@@ -215,7 +226,9 @@ public final class ProtectionDomain: Sendable {
             for c in ProtectionClass.allCases {
                 keys.append(try ClassKey.generate(c, generation: (old.current(c)?.generation ?? 0) + 1))
             }
-            logger?.warning("recovered domain \(old.domainID) from a keybag whose recovery entries are not authenticated (format 1): every class gets a fresh current generation")
+            logger?.warning(
+                "recovering from a keybag whose recovery entries are not authenticated (format 1): every class gets a fresh current generation",
+                metadata: ["domain": "\(old.domainID)", "operation": "recover", "path": "\(path)"])
         }
         let binding = binding ?? Keybag(contents: old).binding(tcti: location.tpmTCTI)
         if case .tpm2(let tcti) = binding { try KeyBinding.probeTPM(tcti: tcti) }
@@ -227,8 +240,11 @@ public final class ProtectionDomain: Sendable {
         for k in keys { try bag.add(k, kek: kek, device: rotation.secret) }
         try bag.save(location, rotation.secret, kek: kek, io: io)
         try rotation.finish()
-        logger?.info("recovered domain \(old.domainID)")
-        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger)
+        logger?.info("recovered domain: new passphrase, device secret rotated", metadata: [
+            "domain": "\(old.domainID)", "operation": "recover", "path": "\(path)", "classKeys": "\(keys.count)",
+            "generations": "\(keys.map { "\($0.protectionClass)=\($0.generation)" }.joined(separator: ","))",
+        ])
+        return try ProtectionDomain(location: location, bag: bag, keyStore: keyStore, fileOptions: fileOptions, io: io, logger: logger, metrics: metrics)
     }
 
     // MARK: Files and destruction

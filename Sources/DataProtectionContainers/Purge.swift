@@ -1,6 +1,7 @@
 import DataProtectionKeys
 import DataProtectionFiles
 import SystemLayer
+import DataProtectionTelemetry
 
 #if canImport(Glibc)
 import Glibc
@@ -23,8 +24,15 @@ public struct PurgeOptions: Sendable {
     public var directories: [ContainerDirectory]
     /// The file coordination whose readers and writers protect an item from purge.
     public var coordination: ContainerCoordination
+    /// Where the purge is logged (what it removed, skipped and freed; paths, never contents): a domain's
+    /// `telemetry`, or nil for no logs.
+    public var telemetry: Telemetry?
 
-    public init(target: Target = .all, waitIfInUse: Bool = false, directories: [ContainerDirectory] = [.temporary, .caches], coordination: ContainerCoordination = .machineWide) {
+    public init(
+        target: Target = .all, waitIfInUse: Bool = false, directories: [ContainerDirectory] = [.temporary, .caches],
+        coordination: ContainerCoordination = .machineWide, telemetry: Telemetry? = nil
+    ) {
+        self.telemetry = telemetry
         self.target = target
         self.waitIfInUse = waitIfInUse
         self.directories = directories
@@ -63,7 +71,18 @@ public enum Purge {
     /// Purges the container at `root`.
     /// - Throws: `.notFound`, `.escapesContainer`, `.io` (the report of a partial purge is lost; rerun it).
     public static func run(containerAt root: String, options: PurgeOptions = .init()) throws(ProtectionError) -> PurgeReport {
-        try run(containerAt: root, options: options, freeBytes: freeBytes)
+        let t0 = Telemetry.now()
+        let report = try run(containerAt: root, options: options, freeBytes: freeBytes)
+        guard let telemetry = options.telemetry else { return report }
+        for item in report.removed {
+            telemetry.log(.debug, "purged item", ["path": .string(root + "/" + item.path), "size": .stringConvertible(item.size), "operation": "purge"])
+        }
+        telemetry.log(.info, report.skippedInUse ? "purge skipped: container in use" : "purged container", [
+            "path": .string(root), "operation": "purge", "removed": .stringConvertible(report.removed.count),
+            "freedBytes": .stringConvertible(report.freedBytes), "skippedBusy": .stringConvertible(report.skippedBusy.count),
+            "freeBytesAfter": .stringConvertible(report.freeBytesAfter), "duration_ms": Telemetry.millis(Telemetry.elapsed(since: t0)),
+        ])
+        return report
     }
 
     /// `run` with the free-space measurement as a seam (tests model a nearly full filesystem).
@@ -145,6 +164,10 @@ extension Container {
     @discardableResult
     public func clearTemporaryDirectory() throws(ProtectionError) -> Bool {
         // Upgrade through the descriptor that holds our shared lock: another descriptor would conflict with it.
-        try inUse.withExclusive { () throws(ProtectionError) in try Purge.clear(.temporary, in: confinement) }
+        let cleared = try inUse.withExclusive { () throws(ProtectionError) in try Purge.clear(.temporary, in: confinement) }
+        files.telemetry.log(.info, cleared ? "cleared the container's tmp" : "tmp not cleared: container in use", [
+            "path": .string(root), "operation": "purge", "directory": "tmp",
+        ])
+        return cleared
     }
 }

@@ -72,7 +72,10 @@ extension ProtectedFileHandle {
             } catch { throw error.about(path, action) }
         }
         if let s = st.sealer { return s }
-        if let e = st.revokedBy { throw e.about(path, action) }
+        if let e = st.revokedBy {
+            if e.code == .locked { files.revocation.telemetry.metrics.lockedErrors[protectionClass].increment() }  // error path only
+            throw e.about(path, action)
+        }
         throw ProtectionError(.badHandle, "unable to \(action) '\(path)': the handle is closed; open the file again", path: path)
     }
 }

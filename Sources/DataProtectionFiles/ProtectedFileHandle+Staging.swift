@@ -32,6 +32,9 @@ extension ProtectedFileHandle {
         var failed: ProtectionError?
         /// Plaintext bytes per batch (`batchBytes`, or `streamingBatchBytes` behind a whole-file stream).
         var batchBytes = ProtectedFileHandle.batchBytes
+        /// Plaintext bytes written and read through the handle: counted here, reported to metrics once, at close.
+        var bytesSealed: Int64 = 0
+        var bytesOpened: Int64 = 0
 
         deinit { staging.deallocate() }  // wiped by `finish`, which every handle's deinit runs first
 

@@ -120,6 +120,7 @@ extension ProtectedFileHandle {
             i += Int64(n)
         }
         st.size = newSize
+        st.bytesSealed &+= Int64(count)  // reported once, at close (no metric call per write)
         tailAfter = lastTouched == newLast ? newLast : keptTail  // an untouched last chunk is still the one kept
     }
 

@@ -117,7 +117,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
             // A reader that meets a torn chunk finishes an interrupted write, then tries once more.
             if writable { return try readOnce(&st, into: buffer, at: offset, again: false) }
             var again = false
-            return try files.retryingAfterRecovery(path) { () throws(ProtectionError) -> Int in
+            return try files.retryingAfterRecovery(path, class: protectionClass) { () throws(ProtectionError) -> Int in
                 defer { again = true }
                 return try readOnce(&st, into: buffer, at: offset, again: again)
             }
@@ -133,6 +133,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
         let end = min(offset + Int64(buffer.count), st.size)
         guard end > offset else { return 0 }
         try readRange(&st, sealer, from: offset, to: end, into: buffer.baseAddress!)
+        st.bytesOpened &+= end - offset  // reported once, at close (no metric call per read)
         return Int(end - offset)
     }
 
@@ -262,6 +263,7 @@ public final class ProtectedFileHandle: Sendable, KeyHolder {
         guard st.fd >= 0 else { return }
         io.close(st.fd)
         st.fd = -1
+        reportClosed(st)
         st.sealer = nil
         st.dropPlaintext()
     }

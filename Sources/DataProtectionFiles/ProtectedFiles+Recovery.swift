@@ -48,6 +48,7 @@ extension ProtectedFiles {
     public func recover(_ path: String) throws(ProtectionError) -> JournalRecovery {
         do throws(ProtectionError) {
             let outcome = try JournalRecoverer(io: io, dataPath: path).run()
+            reportRepair(outcome, path: path, operation: "recover")
             try sweepTemporary(of: path)
             return outcome
         } catch { throw error.about(path, "recover") }
@@ -56,7 +57,9 @@ extension ProtectedFiles {
     /// The recovery a writable open runs first: one failed `open` when there is no journal, and one
     /// more when no whole-file writer died with its temporary file (FORMAT.md §6.6).
     func recoverBeforeWriting(_ path: String) throws(ProtectionError) {
-        do throws(ProtectionError) { _ = try JournalRecoverer(io: io, dataPath: path).run() } catch { throw error.about(path, "open") }
+        do throws(ProtectionError) { reportRepair(try JournalRecoverer(io: io, dataPath: path).run(), path: path, operation: "open for writing") } catch {
+            throw error.about(path, "open")
+        }
         // Housekeeping only: a temporary file that cannot be removed does not stop the open.
         try? sweepTemporary(of: path)
     }
@@ -65,7 +68,16 @@ extension ProtectedFiles {
     /// recovers and runs it once more.
     ///
     /// Readers pay nothing for this on the hot path: the journal is looked for only after a failure.
-    func retryingAfterRecovery<R>(_ path: String, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
+    /// A failure that stays an authentication failure is a tamper detection: counted and logged once, here.
+    /// - Parameter c: the file's class when known (a handle's), for the metric's `class` dimension.
+    func retryingAfterRecovery<R>(_ path: String, class c: ProtectionClass? = nil, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
+        do throws(ProtectionError) { return try recoveringOnce(path, body) } catch where error.code == .authenticationFailed {
+            reportTampered(error, path: path, class: c, operation: "read")
+            throw error
+        }
+    }
+
+    private func recoveringOnce<R>(_ path: String, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
         do throws(ProtectionError) { return try body() } catch where error.code == .authenticationFailed {
             let outcome: JournalRecovery
             do throws(ProtectionError) { outcome = try JournalRecoverer(io: io, dataPath: path).run() } catch let failure {
@@ -74,6 +86,7 @@ extension ProtectedFiles {
                     "\(error.message) — an interrupted write left the journal '\(Self.journalPath(for: path))', which could not be applied (\(failure.message)); open the file for writing, or call ProtectedFiles.recover, as a user allowed to write it",
                     path: error.path, underlying: error.underlying)
             }
+            reportRepair(outcome, path: path, operation: "read")
             switch outcome {
             case .rolledBack, .rolledForward: return try body()
             case .inUse:

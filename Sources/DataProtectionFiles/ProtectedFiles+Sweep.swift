@@ -96,7 +96,9 @@ extension ProtectedFiles {
     /// - Returns: what was done, file by file, with failures collected (the walk goes on).
     /// - Throws: `.notFound` if nothing exists at `path`; `.io` if a directory cannot be listed.
     public func recoverTree(_ path: String) throws(ProtectionError) -> RecoveryReport {
-        try Self.recoverTree(path, io: io)
+        let report = try Self.recoverTree(path, io: io)
+        reportRepairs(report, under: path)
+        return report
     }
 
     /// `recoverTree(_:)` without a `ProtectedFiles` (no keys are needed): for tools that have no domain at hand.

@@ -131,6 +131,7 @@ public final class ProtectedFiles: Sendable {
             journaled: journaled, committed: committed, via: via)
         AdmissionPoint.keysObtained(header.protectionClass)
         h.registerForRevocation()
+        reportOpened(h, generation: header.classKeyGeneration, created: !committed, via: via)
         return h
     }
 
@@ -365,7 +366,10 @@ public final class ProtectedFiles: Sendable {
     package func open(_ path: String, forWriting: Bool, via: ProtectedDataEntryPoint) throws(ProtectionError) -> ProtectedFileHandle {
         if forWriting {
             try recoverBeforeWriting(path)
-            return try openNow(path, forWriting: true, via: via)
+            do throws(ProtectionError) { return try openNow(path, forWriting: true, via: via) } catch where error.code == .authenticationFailed {
+                reportTampered(error, path: path, class: nil, operation: "open for writing")
+                throw error
+            }
         }
         return try retryingAfterRecovery(path) { () throws(ProtectionError) in try openNow(path, forWriting: false, via: via) }
     }
@@ -378,7 +382,7 @@ public final class ProtectedFiles: Sendable {
         var endUnconfirmed = false
         do throws(ProtectionError) {
             return try openNow(path, forWriting: forWriting, confirmingEnd: false, endUnconfirmed: &endUnconfirmed, via: via)
-        } catch where endUnconfirmed {
+        } catch where endUnconfirmed && error.code != .locked {  // a refusal does not depend on the read (and counts once)
             return try openNow(path, forWriting: forWriting, confirmingEnd: true, endUnconfirmed: &endUnconfirmed, via: via)
         }
     }

@@ -1,4 +1,5 @@
 // The public coordinator: NSFileCoordinator's calls, synchronous and async, over OFD locks.
+import DataProtectionTelemetry
 import Foundation
 import Synchronization
 internal import PathSyntax
@@ -18,6 +19,8 @@ public final class FileCoordinator: Sendable {
     public let timeout: Duration
     /// How long a presenter has to answer one callback before it is skipped.
     public let presenterDeadline: Duration
+    /// Where waits are timed and time-outs counted and logged (a domain's coordinator gets the domain's).
+    public let telemetry: Telemetry
 
     private let scope = CancelScope()
 
@@ -27,10 +30,12 @@ public final class FileCoordinator: Sendable {
     ///   - filePresenter: the presenter this coordinator acts for, if any.
     ///   - timeout: the longest wait for other holders (default 30 s).
     ///   - presenterDeadline: the longest wait for one presenter callback (default 2 s).
+    ///   - telemetry: where waits and time-outs are logged and counted; nil for metrics only, under domain `none`.
     public init(
         domain: CoordinationDomain, filePresenter: PresenterRegistration? = nil,
-        timeout: Duration = .seconds(30), presenterDeadline: Duration = .seconds(2)
+        timeout: Duration = .seconds(30), presenterDeadline: Duration = .seconds(2), telemetry: Telemetry? = nil
     ) {
+        self.telemetry = telemetry ?? .detached()
         self.domain = domain
         self.filePresenter = filePresenter
         self.timeout = timeout
@@ -127,7 +132,7 @@ public final class FileCoordinator: Sendable {
             defer { operation.endNested(cursor, in: outer) }
             return try await accessor(operation.items.map(\.accessorURL))
         }
-        let granted = try await operation.grant()
+        let granted = try await observed(operation) { () async throws(CoordinationError) in try await operation.grant() }
         defer { operation.removeSnapshots(granted.urls) }
         if operation.releasesEarly {
             operation.release(granted)
@@ -177,7 +182,7 @@ public final class FileCoordinator: Sendable {
             defer { operation.endNested(cursor, in: outer) }
             return try accessor(operation.items.map(\.accessorURL))
         }
-        let granted = try operation.grantBlocking()
+        let granted = try observed(operation) { () throws(CoordinationError) in try operation.grantBlocking() }
         defer { operation.removeSnapshots(granted.urls) }
         if operation.releasesEarly {
             operation.release(granted)

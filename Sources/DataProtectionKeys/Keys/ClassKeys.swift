@@ -1,3 +1,4 @@
+import DataProtectionTelemetry
 import ProtectionCrypto
 
 /// A domain's class keys together with the lock that revokes them: the one source protected files get keys from.
@@ -58,25 +59,40 @@ public class ClassKeys: @unchecked Sendable {  // @unchecked: immutable `let`s o
     @inlinable package func admit<R: ~Copyable>(
         _ c: ProtectionClass, also other: ProtectionClass? = nil, via: ProtectedDataEntryPoint, _ body: (borrowing KeyAccess, UInt64) throws(ProtectionError) -> R
     ) throws(ProtectionError) -> R {
-        try revocation.admit(c, also: other, via: via) { (epoch) throws(ProtectionError) -> R in try body(KeyAccess(provider: provider), epoch) }
+        try revocation.admit(c, also: other, via: via) { (epoch) throws(ProtectionError) -> R in
+            // A key the store no longer has (a class locked by another process, B's private key) is a refusal too.
+            do throws(ProtectionError) { return try body(KeyAccess(provider: provider, metrics: revocation.telemetry.metrics), epoch) } catch {
+                if error.code == .locked { revocation.countRefusal(c, via) }
+                throw error
+            }
+        }
     }
 }
 
 /// Wrap and unwrap of per-file keys, available only inside `ClassKeys.admit`.
 @usableFromInline package struct KeyAccess: ~Copyable {
     @usableFromInline let provider: any ClassKeyProvider
+    /// Where the key fetch is timed (`dataprotection_key_fetch_duration`): one clock pair per open, none per read.
+    @usableFromInline let metrics: TelemetryMetrics
 
-    @usableFromInline init(provider: any ClassKeyProvider) { self.provider = provider }
+    @usableFromInline init(provider: any ClassKeyProvider, metrics: TelemetryMetrics) {
+        self.provider = provider
+        self.metrics = metrics
+    }
 
     @inlinable package func wrapFileKey(
         _ fileKey: borrowing SecretBytes, for c: ProtectionClass, generation: UInt32, ad: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> [UInt8] {
-        try provider.wrapFileKey(fileKey, for: c, generation: generation, ad: ad)
+        let t0 = metrics.recording ? Telemetry.now() : 0
+        defer { if t0 != 0 { metrics.keyFetched(c.rawValue, since: t0) } }
+        return try provider.wrapFileKey(fileKey, for: c, generation: generation, ad: ad)
     }
 
     @inlinable package func unwrapFileKey(
         _ wrapped: UnsafeRawBufferPointer, for c: ProtectionClass, generation: UInt32, ad: UnsafeRawBufferPointer
     ) throws(ProtectionError) -> SecretBytes {
-        try provider.unwrapFileKey(wrapped, for: c, generation: generation, ad: ad)
+        let t0 = metrics.recording ? Telemetry.now() : 0
+        defer { if t0 != 0 { metrics.keyFetched(c.rawValue, since: t0) } }
+        return try provider.unwrapFileKey(wrapped, for: c, generation: generation, ad: ad)
     }
 }

@@ -1,4 +1,5 @@
 import ProtectionCrypto
+import DataProtectionTelemetry
 import Locking
 import Synchronization
 
@@ -22,7 +23,7 @@ public final class InMemoryClassKeys: ClassKeys, KeyHolder, @unchecked Sendable 
         let lockState = InProcessLockState()
         self.table = table
         self.lockState = lockState
-        super.init(provider: table, revocation: Revocation(state: lockState))
+        super.init(provider: table, revocation: Revocation(state: lockState, telemetry: .detached()))
     }
 
     /// Fresh random keys for all four classes, generation 1.

@@ -1,5 +1,6 @@
 import SystemLayer
 internal import PathSyntax
+import DataProtectionTelemetry
 import Locking
 import Synchronization
 
@@ -71,7 +72,8 @@ public final class LiveLock: Sendable {
     ///   - runtimeDirectory: where the domain's rendezvous (shared page and endpoints) lives; default
     ///     `$XDG_RUNTIME_DIR/dataprotection`, else `/tmp/dataprotection-<uid>`.
     /// - Throws: `.io` when the directory is not private to this user or cannot be made.
-    public init(domainID: String, runtimeDirectory: String? = nil) throws(ProtectionError) {
+    ///   - telemetry: where revocations are logged and lock latency recorded; nil for metrics only, under `domainID`.
+    public init(domainID: String, runtimeDirectory: String? = nil, telemetry: Telemetry? = nil) throws(ProtectionError) {
         self.domainID = domainID
         let root = runtimeDirectory ?? Self.defaultRuntimeRoot()
         directory = "\(root)/\(domainID)"
@@ -87,7 +89,7 @@ public final class LiveLock: Sendable {
             throw Self.error(error, statePath)
         }
         state = try LiveState(rendezvous: rendezvous, path: statePath)
-        revocation = Revocation(state: state)
+        revocation = Revocation(state: state, telemetry: telemetry ?? Telemetry(domain: domainID))
         // The loop holds this LiveLock weakly: dropping it stops the listener (at its next tick, within 500 ms).
         listener.start(.inline, requestTimeoutMilliseconds: 2000, tick: { [weak self] in self?.autoLockTick() }) { [weak self] request, conversation in
             if let reply = self?.handle(request[...]) { _ = conversation.send(reply) }
@@ -225,6 +227,12 @@ public final class LiveLock: Sendable {
         report.staleRemoved += staleAtWarning
         report.elapsedMillis = monotonicMillis() - t0
         report.warnedDeadlineUnixMillis = warned ? deadline : nil
+        revocation.telemetry.metrics.lockDuration.recordNanoseconds(Int64(report.elapsedMillis * 1_000_000))
+        revocation.telemetry.log(report.processesTimedOut > 0 ? .warning : .info, "lock sequence done", [
+            "operation": .string(autoLock == nil ? "lock" : "autoLock"), "classes": .string(classes.map(\.description).sorted().joined(separator: ",")),
+            "epoch": .stringConvertible(epoch), "processes": .stringConvertible(report.processesAcknowledged),
+            "timedOut": .stringConvertible(report.processesTimedOut), "duration_ms": .stringConvertible(report.elapsedMillis),
+        ])
         return report
     }
 
@@ -331,7 +339,13 @@ public final class LiveLock: Sendable {
 
     /// Revokes every registered key holder of a class now locked, and runs the hooks.
     func revokeLocal(_ classes: Set<ProtectionClass>) {
-        revocation.revokeLocked()
+        let t0 = Telemetry.now()
+        let holders = revocation.revokeLocked()
+        let ns = Telemetry.elapsed(since: t0)
+        revocation.telemetry.log(.info, "revoked this process's key holders", [
+            "operation": "revoke", "classes": .string(classes.map(\.description).sorted().joined(separator: ",")),
+            "holders": .stringConvertible(holders), "pid": .stringConvertible(getpid()), "duration_ms": Telemetry.millis(ns),
+        ])
         for hook in revocationHooks.withLock({ $0 }) { hook(classes) }
     }
 

@@ -1,3 +1,4 @@
+import DataProtectionTelemetry
 import Locking
 import Synchronization
 
@@ -53,7 +54,26 @@ extension KeyHolder {
     /// Revocations waiting for acquisitions in flight to finish (for the interleaving test).
     package var revocationsWaiting: Int { waiting.load(ordering: .sequentiallyConsistent) }
 
-    init(state: any RevocationState) { self.state = state }
+    /// The domain's logger and metrics: `.locked` refusals are counted here, the one place they are decided.
+    @usableFromInline package let telemetry: Telemetry
+
+    init(state: any RevocationState, telemetry: Telemetry) {
+        self.state = state
+        self.telemetry = telemetry
+    }
+
+    /// Counts (`dataprotection_locked_errors_total`) and logs at debug a `.locked` refusal of class `c`: one raised
+    /// here, or by a key provider inside an admission (a class locked by another process, B's private key).
+    @usableFromInline package func countRefusal(_ c: ProtectionClass, _ via: ProtectedDataEntryPoint) {
+        telemetry.metrics.lockedErrors[c].increment()
+        telemetry.log(.debug, "refused: class locked", ["class": .string(c.description), "operation": .string("\(via)")])
+    }
+
+    /// The `.locked` error for class `c`, counted and logged (`countRefusal`).
+    @usableFromInline package func refusal(_ c: ProtectionClass, _ via: ProtectedDataEntryPoint) -> ProtectionError {
+        countRefusal(c, via)
+        return .locked(c)
+    }
 
     /// The current lock epoch (one atomic load).
     @inlinable package var epoch: UInt64 { state.epoch }
@@ -69,8 +89,8 @@ extension KeyHolder {
         return try gate.shared { () throws(ProtectionError) -> R in
             if _slowPath(retired.load(ordering: .relaxed)) { throw .retired }
             let epoch = state.epoch
-            if state.revokes(c) { throw .locked(c) }
-            if let other, state.revokes(other) { throw .locked(other) }
+            if state.revokes(c) { throw refusal(c, via) }
+            if let other, state.revokes(other) { throw refusal(other, via) }
             return try body(epoch)
         }
     }
@@ -79,7 +99,7 @@ extension KeyHolder {
     package func refuseIfLocked(_ c: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) {
         via.record()
         if _slowPath(retired.load(ordering: .relaxed)) { throw .retired }
-        if state.revokes(c) { throw .locked(c) }
+        if state.revokes(c) { throw refusal(c, via) }
     }
 
     /// Ends this process's use of these keys for good (a service's graceful shutdown): no admission succeeds again, and
@@ -133,14 +153,17 @@ extension KeyHolder {
     /// revokes each holder with the registry locked (see `register`: that is what keeps them alive); a holder's
     /// revoke waits for the operation it is running. Must not be called by a thread inside `admit` or holding a
     /// holder's own lock.
-    package func revokeLocked() {
+    /// - Returns: how many holders were visited (each dropped the keys of its class if that class is locked).
+    @discardableResult
+    package func revokeLocked() -> Int {
         waiting.add(1, ordering: .sequentiallyConsistent)
         gate.exclusive {}  // acquisitions in flight have registered by now, and later ones see the lock
         waiting.subtract(1, ordering: .sequentiallyConsistent)
         let state = state
         let locked: (ProtectionClass) -> Bool = { state.revokes($0) }  // one closure for every holder
-        holders.withLock { table in
+        return holders.withLock { table in
             for case let entry? in table.slots { entry.holder.revoke(where: locked) }
+            return table.count
         }
     }
 }
