@@ -44,6 +44,7 @@ extension ProtectionDomain {
     ///     this process's memory.
     ///   - fileOptions: cipher and chunk size for new files.
     ///   - logger: where the domain logs unlock and lock (never key bytes); nil for none.
+    ///   - metrics: where the domain's counters and timers go; nil for the process's bootstrapped swift-metrics backend.
     /// - Throws: `.notFound`, `.corruptKeybag`, `.insecurePermissions`, `.keyringUnavailable`, `.io`.
     public static func open(
         at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil,
@@ -52,7 +53,7 @@ extension ProtectionDomain {
         try open(at: location, keyStore: keyStore, fileOptions: fileOptions, io: SystemFileIO(), logger: logger, metrics: metrics)
     }
 
-    /// Test hook: `open(at:keyStore:fileOptions:logger:)` through the file-system seam `io` (testing SPI, for tests and
+    /// Test hook: `open(at:keyStore:fileOptions:logger:metrics:)` through the file-system seam `io` (testing SPI, for tests and
     /// the crash worker that inject faults or kill the process at an I/O call).
     @_spi(Testing) public static func open(
         at location: DomainLocation, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(),

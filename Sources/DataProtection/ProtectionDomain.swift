@@ -82,6 +82,7 @@ public final class ProtectionDomain: Sendable {
     ///     is used or the call fails: never a silent fallback). Unlocking later reaches the TPM at `location.tpmTCTI`.
     ///   - fileOptions: cipher and chunk size for new files.
     ///   - logger: where the domain logs unlock and lock (never key bytes); nil for none.
+    ///   - metrics: where the domain's counters and timers go; nil for the process's bootstrapped swift-metrics backend.
     ///   - present: receives the recovery key after the keybag is durable; show it to the person once.
     /// - Returns: the new domain, open and locked.
     /// - Throws: `.alreadyExists` when a keybag is there; `.tpmUnavailable` when `.tpm2` was asked and its TPM does not
@@ -96,7 +97,7 @@ public final class ProtectionDomain: Sendable {
             logger: logger, metrics: metrics, present: present)
     }
 
-    /// `create(at:passphrase:kdf:keyStore:binding:fileOptions:logger:present:)` through the file-system seam `io` (tests that inject faults).
+    /// `create(at:passphrase:kdf:keyStore:binding:fileOptions:logger:metrics:present:)` through the file-system seam `io` (tests that inject faults).
     package static func create(
         at location: DomainLocation, passphrase: borrowing SecretBytes, kdf: Argon2Parameters, keyStore: KeyStore = .kernel(.user),
         binding: KeyBinding = .file, fileOptions: ProtectedFileOptions = .init(), io: any FileIO, logger: Logger? = nil,
@@ -209,6 +210,7 @@ public final class ProtectionDomain: Sendable {
     ///   - keyStore: where the class keys live while unlocked (the kernel keyring by default).
     ///   - fileOptions: options of the domain's `files`.
     ///   - logger: where recovery is logged; nil for nowhere.
+    ///   - metrics: where the domain's counters and timers go; nil for the process's bootstrapped swift-metrics backend.
     public static func recover(
         at location: DomainLocation, recoveryKey: borrowing RecoveryKey, newPassphrase: borrowing SecretBytes, kdf: Argon2Parameters? = nil,
         binding: KeyBinding? = nil, keyStore: KeyStore = .kernel(.user), fileOptions: ProtectedFileOptions = .init(), logger: Logger? = nil,
