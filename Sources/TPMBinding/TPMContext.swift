@@ -135,6 +135,31 @@ final class TPMContext {
         _ = Esys_TR_SetAuth(esys, primary, nil)
     }
 
+    /// Overwrites ESAPI's copy of the last `Esys_Create`'s sensitive part (the new key's auth value), which it keeps in
+    /// its context and frees unwiped, with zeros; the session value and the command buffer are overwritten with it.
+    ///
+    /// How: a second create with an all-zero sensitive part, authorised through `session` for `primary` with a 32-byte
+    /// auth value of 0xFF. ESAPI stores its inputs before it sends them, and the TPM refuses the command (the primary's
+    /// auth is empty) without counting it: the primary is noDA, so no dictionary-attack failure and no key is made.
+    func overwriteCreateInput(_ session: ESYS_TR, primary: ESYS_TR, public pub: TPM2B_PUBLIC) {
+        var filler = TPM2B_AUTH()
+        filler.size = 32
+        withUnsafeMutableBytes(of: &filler.buffer) { $0.initializeMemory(as: UInt8.self, repeating: 0xFF) }
+        guard Esys_TR_SetAuth(esys, primary, &filler) == TSS2_RC_SUCCESS else { return }
+        var zeros = TPM2B_SENSITIVE_CREATE()
+        var template = pub
+        var outside = TPM2B_DATA()
+        var pcrs = TPML_PCR_SELECTION()
+        var outPrivate: UnsafeMutablePointer<TPM2B_PRIVATE>?
+        var outPublic: UnsafeMutablePointer<TPM2B_PUBLIC>?
+        _ = Esys_Create(
+            esys, primary, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &zeros, &template, &outside, &pcrs, &outPrivate, &outPublic,
+            nil, nil, nil)
+        if let outPrivate { Esys_Free(outPrivate) }
+        if let outPublic { Esys_Free(outPublic) }
+        _ = Esys_TR_SetAuth(esys, primary, nil)
+    }
+
     /// Overwrites the command/response buffer ESAPI keeps (and frees unwiped) with a hash of zeros: the last
     /// response's parameters (an HMAC, decrypted there in place) are gone from it.
     func overwriteResponseBuffer() {

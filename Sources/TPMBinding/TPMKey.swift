@@ -57,6 +57,7 @@ public struct TPM2Device: Sendable, Equatable, CustomStringConvertible {
         let rc = Esys_Create(
             c.esys, primary, session, ESYS_TR(ESYS_TR_NONE), ESYS_TR(ESYS_TR_NONE), &sensitive, &pub, &outside, &pcrs, &outPrivate, &outPublic,
             nil, nil, nil)
+        c.overwriteCreateInput(session, primary: primary, public: pub)
         defer {
             if let outPrivate { Esys_Free(outPrivate) }
             if let outPublic { Esys_Free(outPublic) }
