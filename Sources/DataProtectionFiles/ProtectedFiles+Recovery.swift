@@ -99,13 +99,7 @@ struct JournalRecoverer {
         var payloadAt: Int64
     }
 
-    ///
-    /// An empty journal (the state a writer leaves after every commit) has nothing to apply, and is answered from its
-    /// status alone: no open and no lock. A writable open runs this, and its lock on the journal, however short, would
-    /// make a live writer of the file (another handle that commits and starts changes under its own locks, as a
-    /// database's connections do under SQLite's) fail to start its next change ("another handle is writing it").
     func run() throws(ProtectionError) -> JournalRecovery {
-        if let st = try? io.linkStatus(journal), st.st_mode & S_IFMT == S_IFREG, st.st_size == 0 { return .nothingToDo }
         for _ in 0..<3 {
             let jfd: Int32
             // Security: a journal is opened only if it is a regular file with one link (never through a planted link).
