@@ -19,6 +19,10 @@ extension ProtectedFileHandle {
         try state.withLock { (st) throws(ProtectionError) in
             _ = try live(&st, "read")
             try refreshSize(&st)
+            // Another handle committed what it wrote (a database's writer commits before it gives up its write lock),
+            // so a change this handle starts now rolls back to the file as it is, not as this handle last committed it:
+            // otherwise a crash in that change would cut away the other handle's committed writes.
+            if st.committedSize != nil, st.journal?.hot != true, st.failed == nil { st.committedSize = st.size }
         }
     }
 

@@ -160,8 +160,16 @@ struct WriteJournal {
                 io.unlock(fd)  // a confined open marks writable descriptors with a shared lock; the journal uses its own
                 named = false
             }
-            let locked: Bool
-            do throws(SystemError) { locked = try io.tryLockExclusive(fd) } catch { throw ioError(error) }
+            var locked: Bool
+            do throws(SystemError) {
+                locked = try io.tryLockExclusive(fd)
+                // An empty journal's lock is held by a probe: another handle's `close` checking whether it may remove
+                // it (three calls), or a writer in the instant between its lock and its header. Waiting for it is
+                // short; failing would make a live writer of the file whose writers take turns under their own locks
+                // (a database's connections, under SQLite's) fail to start its change. A hot journal's holder is a
+                // writer in the middle of a change: that still fails at once.
+                if !locked, try io.size(fd) == 0 { locked = OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) == .done }
+            } catch { throw ioError(error) }
             guard locked else { throw busy("another handle is writing it") }
             let same: Bool
             do throws(SystemError) { same = try io.names(path, fd) } catch { throw ioError(error) }

@@ -79,21 +79,23 @@ final class ProtectedDatabaseFile: DatabaseFile {
 
     /// Reads; a short read (past the end) is zero-filled as SQLite requires.
     ///
-    /// Another connection may have grown the file, or re-sealed the chunk that was last (its flag changes when the file
-    /// grows) since this handle learnt the size: a read that meets the end or fails authentication takes the size from
-    /// the file again and is tried once more. A chunk that still fails is tampered with: `DatabaseError.tampered` (an extended `SQLITE_CORRUPT`), no byte of it.
+    /// Another connection's handle may be re-sealing a chunk this read needs while it reads: in WAL mode a writer
+    /// appends frames while readers read earlier frames, and frames (4120 bytes) share chunks, so the chunk that holds
+    /// the end of a reader's snapshot is re-sealed by the next commit; a checkpoint grows the database under readers and
+    /// re-seals its old last chunk. A read that meets such a chunk sees it torn, or sealed for another size, and fails
+    /// authentication, or meets the end this handle knew. It is then made again under the seal lock (`sealed`), where
+    /// no writer is half-way: with the size taken from the file anew, it either succeeds or the chunk is tampered with:
+    /// `DatabaseError.tampered` (an extended `SQLITE_CORRUPT`), no byte of it. A successful first read is always right:
+    /// every byte it returns authenticated, and no writer changes bytes inside a reader's snapshot.
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
         do throws(ProtectionError) {
-            var n: Int
-            do throws(ProtectionError) {
-                n = try handle.read(into: buffer, at: offset)
-            } catch where error.code == .authenticationFailed {
-                try handle.reloadAfterOtherWriters()
-                n = try handle.read(into: buffer, at: offset)
-            }
+            var n = -1
+            do throws(ProtectionError) { n = try handle.read(into: buffer, at: offset) } catch where error.code == .authenticationFailed {}
             if n < buffer.count {
-                try handle.reloadAfterOtherWriters()
-                n = try handle.read(into: buffer, at: offset)
+                n = try sealed(.shared) { () throws(ProtectionError) -> Int in
+                    try handle.reloadAfterOtherWriters()
+                    return try handle.read(into: buffer, at: offset)
+                }
             }
             guard n < buffer.count else { return SQLITE_OK }
             UnsafeMutableRawBufferPointer(rebasing: buffer[n...]).initializeMemory(as: UInt8.self, repeating: 0)
@@ -105,12 +107,16 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
-        do throws(ProtectionError) { try handle.write(buffer, at: offset) } catch { return VFSFailure.record(error, io: DP_IOERR_WRITE) }
+        do throws(ProtectionError) { try sealed(.exclusive) { () throws(ProtectionError) in try handle.write(buffer, at: offset) } } catch {
+            return VFSFailure.record(error, io: DP_IOERR_WRITE)
+        }
         return SQLITE_OK
     }
 
     override func truncate(to size: Int64) -> Int32 {
-        do throws(ProtectionError) { try handle.truncate(to: size) } catch { return VFSFailure.record(error, io: DP_IOERR_TRUNCATE) }
+        do throws(ProtectionError) { try sealed(.exclusive) { () throws(ProtectionError) in try handle.truncate(to: size) } } catch {
+            return VFSFailure.record(error, io: DP_IOERR_TRUNCATE)
+        }
         return SQLITE_OK
     }
 

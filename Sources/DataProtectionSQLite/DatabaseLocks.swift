@@ -2,6 +2,10 @@ internal import CSQLite
 import DataProtection
 import SystemLayer
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// SQLite's five lock levels as OFD byte-range locks on the protected file's own descriptor, at the bytes the unix VFS
 /// uses (os_unix.c): the pending byte at 1 GiB, the reserved byte after it, then 510 shared bytes.
 ///
@@ -16,6 +20,29 @@ extension ProtectedDatabaseFile {
     static let reservedByte = pendingByte + 1
     static let sharedFirst = pendingByte + 2
     static let sharedSize: Int64 = 510
+
+    /// The seal lock's byte, after SQLite's: held exclusive while this handle re-seals chunks (`xWrite`, `xTruncate`),
+    /// shared while it reads again after a failed read or takes the size from the file (`xRead`, transaction starts).
+    static let sealByte = sharedFirst + sharedSize
+
+    /// Runs `body` holding the seal lock as `kind`, waiting for it: another connection's handle (this process or
+    /// another) is then not half-way through re-sealing a chunk or growing the file, so a read sees whole chunks and
+    /// the file's size is that of whole chunks. Writers are one at a time already (SQLite's own locks), and each holds
+    /// it for one call, so the wait is that of one write.
+    func sealed<R>(_ kind: OFDLock.Kind, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
+        let fd = handle.lockDescriptor
+        guard OFDLock.waitSet(fd: fd, kind, start: Self.sealByte, length: 1) == .done else {
+            throw ProtectionError(.io(EIO), "unable to lock '\(handle.path)' against other connections' writes", path: handle.path)
+        }
+        defer { _ = OFDLock.trySet(fd: fd, nil, start: Self.sealByte, length: 1) }
+        return try body()
+    }
+
+    /// Forgets what the handle knew of the file (size, kept last chunk), under the seal lock: the start of a
+    /// transaction, after which another connection may have written it.
+    func reloadAfterOtherWriters() throws(ProtectionError) {
+        try sealed(.shared) { () throws(ProtectionError) in try handle.reloadAfterOtherWriters() }
+    }
 
     /// `xLock`: raises the lock to `want` (SHARED, RESERVED or EXCLUSIVE; SQLite never asks for PENDING itself).
     ///
@@ -42,7 +69,7 @@ extension ProtectedDatabaseFile {
             _ = take(nil, Self.pendingByte, 1)
             guard rc == SQLITE_OK else { return rc }
             level = SQLITE_LOCK_SHARED
-            do throws(ProtectionError) { try handle.reloadAfterOtherWriters() } catch {
+            do throws(ProtectionError) { try reloadAfterOtherWriters() } catch {
                 _ = take(nil, Self.pendingByte, 2 + Self.sharedSize)
                 level = SQLITE_LOCK_NONE
                 return VFSFailure.record(error, io: DP_IOERR_LOCK)

@@ -140,7 +140,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
             handle = try files.createOrAdopt(path, protection: try protection(of: kind, name, path), exclusive: exclusive, via: via)
         } else {
             do throws(ProtectionError) {
-                handle = try files.open(path, forWriting: writable, on: via)
+                handle = try openSealed(path, forWriting: writable, on: via)
             } catch where error.code == .notProtected && !writable && kind != SQLITE_OPEN_MAIN_DB && isEmptyFile(path) {
                 // A journal or WAL that a crash left empty, opened to see whether it is hot: it is not (nothing in it).
                 return MemoryDatabaseFile()
@@ -150,7 +150,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
             }
         }
         // nil: another connection made it a protected file first.
-        if handle == nil { handle = try files.open(path, forWriting: writable, on: via) }
+        if handle == nil { handle = try openSealed(path, forWriting: writable, on: via) }
         let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
         if kind == SQLITE_OPEN_MAIN_DB {
             do throws(ProtectionError) { try expectPageCache(of: file) } catch {
@@ -161,6 +161,21 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         }
         connect(file, kind: kind, name: name)
         return file
+    }
+
+    /// Opens the protected file at `path`; an open that meets a chunk another connection is re-sealing (the open
+    /// authenticates the last chunk, at the size it reads) is made again holding the seal lock shared through a
+    /// descriptor of its own (`sealed`), where no writer is half-way: a chunk that still fails is tampered with.
+    private func openSealed(_ path: String, forWriting writable: Bool, on via: ProtectedDataEntryPoint) throws(ProtectionError) -> ProtectedFileHandle {
+        do throws(ProtectionError) { return try files.open(path, forWriting: writable, on: via) } catch where error.code == .authenticationFailed {
+            let fd: Int32
+            do throws(OwnedFileFailure) { fd = try io.openOwned(path, flags: O_RDONLY) } catch { throw error.error("open", path, at: path) }
+            defer { io.close(fd) }
+            guard OFDLock.waitSet(fd: fd, .shared, start: ProtectedDatabaseFile.sealByte, length: 1) == .done else {
+                throw ProtectionError(.io(EIO), "unable to lock '\(path)' against other connections' writes", path: path)
+            }
+            return try files.open(path, forWriting: writable, on: via)
+        }
     }
 
     /// Ties the page cache SQLite makes next for the main database `file` to this VFS and its class, and registers the

@@ -114,8 +114,8 @@ extension ProtectedDatabaseFile {
         // and re-sealed its last chunk since this connection's read transaction began.
         if (flags & SQLITE_SHM_SHARED != 0 && offset >= 3) || (flags & SQLITE_SHM_EXCLUSIVE != 0 && offset <= 1) {
             do throws(ProtectionError) {
-                try handle.reloadAfterOtherWriters()
-                try wal?.handle.reloadAfterOtherWriters()
+                try reloadAfterOtherWriters()
+                try wal?.reloadAfterOtherWriters()
             } catch {
                 _ = index.file.lock(nil, start: start, length: Int64(count))
                 return VFSFailure.record(error, io: DP_IOERR_SHMLOCK)
