@@ -63,10 +63,15 @@ guard args.count == 4 else {
     FileHandle.standardError.write(Data("usage: service-worker HOME DEVICES WORK\n".utf8))
     exit(64)
 }
+/// The rig's logger, global so that it stays reachable until exit: copies of it live in the lifecycle's tasks, and
+/// LeakSanitizer reported its storage as leaked at exit when it was a local of this main.
+let logger: Logger = {
+    var l = Logger(label: "service-worker")
+    l.logLevel = .warning
+    return l
+}()
 do {
     let domain = try ProtectionDomain.open(at: DomainLocation(home: args[1], deviceDirectory: args[2]), keyStore: .kernel(.session))
-    var logger = Logger(label: "service-worker")
-    logger.logLevel = .warning
     let service = DataProtectionService(domain: domain, logger: logger)
     // The domain's service last: a group shuts its services down in reverse order, so it goes first.
     let group = ServiceGroup(configuration: .init(
