@@ -30,7 +30,8 @@ extension ProtectedFileManager {
 
     /// The app container's root, the app's home (iOS: `NSHomeDirectory()`, the sandbox's root): `Documents/`,
     /// `Library/` and `tmp/` are beneath it.
-    /// - Throws: `.fileReadNoPermission` with `.invalidArgument` underneath when there is no app context.
+    /// - Throws: `.fileReadInvalidFileName` with `.invalidArgument` underneath (naming `AppContext.bootstrap`) when there is
+    ///   no app context.
     public var homeDirectoryForCurrentUser: URL {
         get throws(CocoaError) { URL(fileURLWithPath: try context(nil, writing: false).container.root, isDirectory: true) }
     }
