@@ -140,7 +140,9 @@ public final class ProtectionDomain: Sendable {
             var serials: [UInt32: Int32] = [:]
             var unlocked = c == .none
             if c != .none {
-                unlocked = try store.isPresent(c, current)
+                // Unlocked only when both say so: the key is in the store and the live lock's page (the one answer every
+                // admission reads; a fresh page, before the first unlock since boot, says locked) does not say locked.
+                unlocked = try store.isPresent(c, current) && !liveLock.isLocked(c)
                 for g in gens { if let s = try store.serial(c, g) { serials[g] = s } }
             }
             classes.append(ClassStatus(

@@ -24,7 +24,7 @@ public struct ProtectedFileManager: Sendable {
     /// A manager of `context`, or of the current one when nil.
     public init(context: AppContext? = nil) { explicit = context }
 
-    private func context(_ path: String?, writing: Bool) throws(CocoaError) -> AppContext {
+    func context(_ path: String?, writing: Bool) throws(CocoaError) -> AppContext {
         if let explicit { return explicit }
         return try AppContext.resolve(for: path.map { URL(fileURLWithPath: $0) }, writing: writing)
     }
@@ -118,7 +118,7 @@ public struct ProtectedFileManager: Sendable {
     }
 
     /// The listing entry of the item at `path`.
-    private func item(atPath path: String) throws(CocoaError) -> ContainerItem {
+    func item(atPath path: String) throws(CocoaError) -> ContainerItem {
         try run(path, writing: false) { (c) throws(ProtectionError) -> ContainerItem in
             let relative = try c.relativePath(of: URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: c.root, isDirectory: true)))
             let slash = relative.lastIndex(of: "/")

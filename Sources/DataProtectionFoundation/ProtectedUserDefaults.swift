@@ -33,11 +33,11 @@ public final class ProtectedUserDefaults: Sendable {
     public static let didChangeNotification = UserDefaults.didChangeNotification
 
     /// The store, or nil for the defaults of no app context (reads give registered values, writes fail).
-    private let store: Preferences?
+    let store: Preferences?
     private let center: NotificationCenter
     /// The registration domain: values shown where nothing is stored (or the store is locked); in memory only,
     /// shared by every instance of one app context, as iOS shares it in a process.
-    private let registered: Locked<[String: PreferenceValue]>
+    let registered: Locked<[String: PreferenceValue]>
 
     init(store: Preferences?, center: NotificationCenter, registered: Locked<[String: PreferenceValue]> = Locked([:])) {
         self.store = store
@@ -78,8 +78,12 @@ public final class ProtectedUserDefaults: Sendable {
     /// The stored value for `key`, else the registered one; the stored value reads as absent while locked.
     private func value(_ key: String) -> PreferenceValue? {
         // `try?` turns a locked (or unreadable) store into "absent", Apple's behaviour for a locked class.
-        if let stored = (try? store?.value(forKey: key)) ?? nil { return stored }
-        return registered.withLock { $0[key] }
+        shown((try? store?.value(forKey: key)) ?? nil, key)
+    }
+
+    /// `stored` when there is one, else the registered value for `key`: what every getter shows.
+    func shown(_ stored: PreferenceValue?, _ key: String) -> PreferenceValue? {
+        stored ?? registered.withLock { $0[key] }
     }
 
     /// The value for `key` as a property-list object (iOS: `object(forKey:)`); nil when absent.
@@ -87,86 +91,44 @@ public final class ProtectedUserDefaults: Sendable {
 
     /// The Boolean for `key` (iOS: `bool(forKey:)`): numbers are true when not zero, strings when "YES", "true" or a
     /// non-zero number; false when absent or locked.
-    public func bool(forKey key: String) -> Bool {
-        switch value(key) {
-        case .bool(let b)?: b
-        case .integer(let i)?: i != 0
-        case .double(let d)?: d != 0
-        case .string(let s)?: ["yes", "true"].contains(s.lowercased()) || (Double(s).map { $0 != 0 } ?? false)
-        default: false
-        }
-    }
+    public func bool(forKey key: String) -> Bool { value(key).boolValue }
 
     /// The integer for `key` (iOS: `integer(forKey:)`): Booleans are 0 or 1, doubles are truncated, numeric strings
     /// parsed; 0 when absent, locked or not a number.
-    public func integer(forKey key: String) -> Int {
-        switch value(key) {
-        case .integer(let i)?: Int(truncatingIfNeeded: i)
-        case .bool(let b)?: b ? 1 : 0
-        case .double(let d)?: Int(exactly: d.rounded(.towardZero)) ?? 0
-        case .string(let s)?: Int(s) ?? Double(s).flatMap { Int(exactly: $0.rounded(.towardZero)) } ?? 0
-        default: 0
-        }
-    }
+    public func integer(forKey key: String) -> Int { value(key).integerValue }
 
     /// The number for `key` (iOS: `double(forKey:)`); 0 when absent, locked or not a number.
-    public func double(forKey key: String) -> Double {
-        switch value(key) {
-        case .double(let d)?: d
-        case .integer(let i)?: Double(i)
-        case .bool(let b)?: b ? 1 : 0
-        case .string(let s)?: Double(s) ?? 0
-        default: 0
-        }
-    }
+    public func double(forKey key: String) -> Double { value(key).doubleValue }
 
     /// The number for `key` as a `Float` (iOS: `float(forKey:)`); 0 when absent.
     public func float(forKey key: String) -> Float { Float(double(forKey: key)) }
 
     /// The string for `key` (iOS: `string(forKey:)`); numbers are given as text; nil when absent or locked.
-    public func string(forKey key: String) -> String? {
-        switch value(key) {
-        case .string(let s)?: s
-        case .integer(let i)?: String(i)
-        case .double(let d)?: String(d)
-        default: nil
-        }
-    }
+    public func string(forKey key: String) -> String? { value(key).stringValue }
 
     /// The array for `key` (iOS: `array(forKey:)`); nil when absent, locked or not an array.
-    public func array(forKey key: String) -> [Any]? {
-        if case .array(let a)? = value(key) { return a.map(\.propertyList) }
-        return nil
-    }
+    public func array(forKey key: String) -> [Any]? { value(key).arrayValue }
 
     /// The array of strings for `key` (iOS: `stringArray(forKey:)`); nil unless every element is a string.
     public func stringArray(forKey key: String) -> [String]? { array(forKey: key).flatMap { $0 as? [String] } }
 
     /// The dictionary for `key` (iOS: `dictionary(forKey:)`); nil when absent, locked or not a dictionary.
-    public func dictionary(forKey key: String) -> [String: Any]? {
-        if case .dictionary(let d)? = value(key) { return d.mapValues(\.propertyList) }
-        return nil
-    }
+    public func dictionary(forKey key: String) -> [String: Any]? { value(key).dictionaryValue }
 
     /// The bytes for `key` (iOS: `data(forKey:)`); nil when absent, locked or not data.
-    public func data(forKey key: String) -> Data? {
-        if case .data(let d)? = value(key) { return Data(d) }
-        return nil
-    }
+    public func data(forKey key: String) -> Data? { value(key).dataValue }
 
     /// The URL for `key` (iOS: `url(forKey:)`): one set with `set(_:forKey:)`, or a path string (`~` expanded) as a
     /// file URL; nil when absent or locked. A file URL is stored as its path, another as its absolute string (iOS
     /// archives URLs), so `object(forKey:)` gives a `String` for it.
-    public func url(forKey key: String) -> URL? {
-        guard case .string(let s)? = value(key) else { return nil }
-        if s.hasPrefix("/") || s.hasPrefix("~") { return URL(fileURLWithPath: NSString(string: s).expandingTildeInPath) }
-        return URL(string: s).flatMap { $0.scheme == nil ? nil : $0 }
-    }
+    public func url(forKey key: String) -> URL? { value(key).urlValue }
 
     /// Every stored value over the registered ones (iOS: `dictionaryRepresentation()`); registered ones only while locked.
-    public func dictionaryRepresentation() -> [String: Any] {
-        let stored = (try? store?.dictionaryRepresentation()) ?? nil
-        return registered.withLock { $0 }.merging(stored ?? [:]) { $1 }.mapValues(\.propertyList)
+    public func dictionaryRepresentation() -> [String: Any] { shownAll((try? store?.dictionaryRepresentation()) ?? nil) }
+
+    /// The registered values with `stored` over them, as property-list objects.
+    func shownAll(_ stored: [String: PreferenceValue]?) -> [String: Any] {
+        registered.withLock { $0 }.merging(stored ?? [:]) { $1 }.mapValues(\.propertyList)
     }
 
     // MARK: Writes
@@ -199,20 +161,98 @@ public final class ProtectedUserDefaults: Sendable {
     ///   `.locked` underneath); `.fileWriteUnknown` with `.invalidArgument` for a value that is not a property-list
     ///   type, or when there is no app context.
     public func write(_ value: Any?, forKey key: String) throws(CocoaError) {
-        guard let store else {
-            throw CocoaError(ProtectionError(.invalidArgument, "unable to set '\(key)': no app context; call AppContext.bootstrap(_:) at launch"), writing: true)
-        }
-        var converted: PreferenceValue?
-        if let value {
-            guard let v = PreferenceValue(propertyList: value) else {
-                throw CocoaError(ProtectionError(.invalidArgument, "unable to set '\(key)': a \(type(of: value)) is not a property-list value; store Bool, numbers, String, Data, Date, URL, or arrays and dictionaries of them"), writing: true)
-            }
-            converted = v
-        }
+        let (store, converted) = try prepare(value, forKey: key)
         do throws(ProtectionError) { try store.set(converted, forKey: key) } catch {
             throw CocoaError(error, writing: true, url: nil)
         }
-        center.post(name: Self.didChangeNotification, object: self)
+        didChange()
+    }
+
+    /// The store and the stored form of `value`: the checks every write makes before it touches the store.
+    /// - Throws: `.fileWriteUnknown` with `.invalidArgument` without an app context or for a value that is not a
+    ///   property-list type.
+    func prepare(_ value: Any?, forKey key: String) throws(CocoaError) -> (Preferences, PreferenceValue?) {
+        guard let store else {
+            throw CocoaError(ProtectionError(.invalidArgument, "unable to set '\(key)': no app context; call AppContext.bootstrap(_:) at launch"), writing: true)
+        }
+        guard let value else { return (store, nil) }
+        guard let v = PreferenceValue(propertyList: value) else {
+            throw CocoaError(ProtectionError(.invalidArgument, "unable to set '\(key)': a \(type(of: value)) is not a property-list value; store Bool, numbers, String, Data, Date, URL, or arrays and dictionaries of them"), writing: true)
+        }
+        return (store, v)
+    }
+
+    /// Posts `didChangeNotification` for a change this process saved.
+    func didChange() { center.post(name: Self.didChangeNotification, object: self) }
+}
+
+extension PreferenceValue? {
+    /// `bool(forKey:)`'s answer: numbers are true when not zero, strings when "YES", "true" or a non-zero number.
+    var boolValue: Bool {
+        switch self {
+        case .bool(let b)?: b
+        case .integer(let i)?: i != 0
+        case .double(let d)?: d != 0
+        case .string(let s)?: ["yes", "true"].contains(s.lowercased()) || (Double(s).map { $0 != 0 } ?? false)
+        default: false
+        }
+    }
+
+    /// `integer(forKey:)`'s answer: Booleans are 0 or 1, doubles are truncated, numeric strings parsed; else 0.
+    var integerValue: Int {
+        switch self {
+        case .integer(let i)?: Int(truncatingIfNeeded: i)
+        case .bool(let b)?: b ? 1 : 0
+        case .double(let d)?: Int(exactly: d.rounded(.towardZero)) ?? 0
+        case .string(let s)?: Int(s) ?? Double(s).flatMap { Int(exactly: $0.rounded(.towardZero)) } ?? 0
+        default: 0
+        }
+    }
+
+    /// `double(forKey:)`'s answer; 0 when not a number.
+    var doubleValue: Double {
+        switch self {
+        case .double(let d)?: d
+        case .integer(let i)?: Double(i)
+        case .bool(let b)?: b ? 1 : 0
+        case .string(let s)?: Double(s) ?? 0
+        default: 0
+        }
+    }
+
+    /// `string(forKey:)`'s answer: numbers as text.
+    var stringValue: String? {
+        switch self {
+        case .string(let s)?: s
+        case .integer(let i)?: String(i)
+        case .double(let d)?: String(d)
+        default: nil
+        }
+    }
+
+    /// `array(forKey:)`'s answer.
+    var arrayValue: [Any]? {
+        if case .array(let a)? = self { return a.map(\.propertyList) }
+        return nil
+    }
+
+    /// `dictionary(forKey:)`'s answer.
+    var dictionaryValue: [String: Any]? {
+        if case .dictionary(let d)? = self { return d.mapValues(\.propertyList) }
+        return nil
+    }
+
+    /// `data(forKey:)`'s answer.
+    var dataValue: Data? {
+        if case .data(let d)? = self { return Data(d) }
+        return nil
+    }
+
+    /// `url(forKey:)`'s answer: a path string (`~` expanded) as a file URL, another string with a scheme as a URL.
+    var urlValue: URL? {
+        guard case .string(let s)? = self else { return nil }
+        if s.hasPrefix("/") || s.hasPrefix("~") { return URL(fileURLWithPath: NSString(string: s).expandingTildeInPath) }
+        return URL(string: s).flatMap { $0.scheme == nil ? nil : $0 }
     }
 }
 

@@ -42,9 +42,11 @@ public enum ProtectedDataEntryPoint: Int, CaseIterable, Sendable, CustomStringCo
     case containerCreate
     /// `Container.open(_:forWriting:)`; DataProtectionFoundation's `ProtectedFileCursor` forwards to it.
     case containerOpen
-    /// `Preferences` reads (`value(forKey:)`, `dictionaryRepresentation()`, the typed getters).
+    /// `Preferences` reads (`value(forKey:)`, `dictionaryRepresentation()`, the typed getters); their async forms
+    /// (`Preferences.nonblocking`) and DataProtectionFoundation's `ProtectedUserDefaults` getters (and theirs) forward to them.
     case preferencesRead
-    /// `Preferences` writes (`set`, `update`, `removeValue`).
+    /// `Preferences` writes (`set`, `update`, `removeValue`); `Preferences.nonblocking` and `ProtectedUserDefaults`'
+    /// writes (and their async forms) forward to them.
     case preferencesWrite
     /// `ProtectedDatabase.open(path:protection:files:)` and a URI open through the `dataprotection` VFS: a read-write
     /// database connection (DataProtectionSQLite), whose main file, journal and WAL are protected files. GRDB's

@@ -21,12 +21,13 @@ extension FoundationTestCase {
     }
 
     /// Runs the built product `name` (dpctl, a rig) to completion with `arguments`.
+    /// - Parameter overrides: variables set over `domainEnvironment` (another `XDG_RUNTIME_DIR`, say).
     @discardableResult
-    func runProduct(_ name: String, _ arguments: [String]) throws -> ProcessResult {
+    func runProduct(_ name: String, _ arguments: [String], overrides: [String: String] = [:]) throws -> ProcessResult {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: try builtProduct(name))
         p.arguments = arguments
-        p.environment = domainEnvironment
+        p.environment = domainEnvironment.merging(overrides) { $1 }
         let o = Pipe(), e = Pipe()
         p.standardOutput = o
         p.standardError = e
@@ -45,18 +46,18 @@ extension FoundationTestCase {
 
     /// Runs dpctl and fails the test unless it exits 0.
     @discardableResult
-    func dpctl(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
-        let r = try runProduct("dpctl", arguments)
+    func dpctl(_ arguments: [String], overrides: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line) throws -> ProcessResult {
+        let r = try runProduct("dpctl", arguments, overrides: overrides)
         XCTAssertEqual(r.status, 0, "dpctl \(arguments.joined(separator: " ")): \(r.stderr)", file: file, line: line)
         return r
     }
 
     /// `dpctl unlock` with this test's passphrase.
-    func dpctlUnlock(file: StaticString = #filePath, line: UInt = #line) throws {
+    func dpctlUnlock(overrides: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line) throws {
         let passphrase = directory + "/passphrase"
         // Foundation's own FileManager: `Data.write(to:)` in a file that imports this module writes into the container.
         XCTAssertTrue(FileManager.default.createFile(atPath: passphrase, contents: Data("pass\n".utf8)), file: file, line: line)
-        try dpctl(["unlock", "--passphrase-file", passphrase], file: file, line: line)
+        try dpctl(["unlock", "--passphrase-file", passphrase], overrides: overrides, file: file, line: line)
     }
 }
 

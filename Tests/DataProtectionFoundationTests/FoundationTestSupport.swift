@@ -9,6 +9,11 @@ class FoundationTestCase: XCTestCase {
     var directory = ""
     var domain: ProtectionDomain!
     var context: AppContext!
+    /// Whether `setUp` unlocks the new domain (a test of the state before the first unlock says no).
+    var unlocksAtSetUp: Bool { true }
+    /// Where the domain keeps its class keys: this test's session keyring, or (for async tests, whose threads do not
+    /// share setUp's session keyring) the explicit in-process store.
+    var keyStore: KeyStore { .kernel(.session) }
 
     override func setUpWithError() throws {
         try super.setUpWithError()
@@ -17,8 +22,8 @@ class FoundationTestCase: XCTestCase {
         directory = NSTemporaryDirectory() + "dpf-\(name.filter { $0.isLetter || $0.isNumber })-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let location = DomainLocation(home: directory + "/home", deviceDirectory: directory + "/devices")
-        domain = try ProtectionDomain.create(at: location, passphrase: try SecretBytes(utf8: "pass"), kdf: .minimumForTests, keyStore: .kernel(.session)) { _ in }
-        try domain.unlock(passphrase: try SecretBytes(utf8: "pass"))
+        domain = try ProtectionDomain.create(at: location, passphrase: try SecretBytes(utf8: "pass"), kdf: .minimumForTests, keyStore: keyStore) { _ in }
+        if unlocksAtSetUp { try domain.unlock(passphrase: try SecretBytes(utf8: "pass")) }
         context = try AppContext(domain: domain, containerAt: directory + "/app")
         let (dir, c) = (directory, context!)
         addTeardownBlock { c.container.close(); try? FileManager.default.removeItem(atPath: dir) }

@@ -11,6 +11,7 @@ final class KeyRetirementTests: XCTestCase {
     func testRetiredKeysRefuseEveryOpenAndCommitOpenHandles() throws {
         let dir = try temporaryDirectory(self)
         let live = try LiveLock(domainID: "retire\(UInt32.random(in: 0...UInt32.max))", runtimeDirectory: dir + "/run")
+        live.unlock()  // a fresh page says locked until the first unlock
         let table = InMemoryKeyTable(try ProtectionClass.allCases.map { try ClassKey.generate($0) })
         let files = ProtectedFiles(keys: ClassKeys(provider: table, revocation: live.revocation))
         try files.write([1, 2, 3], to: "\(dir)/whole", protection: .complete)
@@ -32,7 +33,9 @@ final class KeyRetirementTests: XCTestCase {
         reader.close()
         XCTAssertEqual(live.openHandleCount, 0)
         // The write made before the shutdown was committed by it.
-        let after = ProtectedFiles(keys: ClassKeys(provider: table, revocation: try LiveLock(domainID: "other\(UInt32.random(in: 0...UInt32.max))", runtimeDirectory: dir + "/run").revocation))
+        let afterLive = try LiveLock(domainID: "other\(UInt32.random(in: 0...UInt32.max))", runtimeDirectory: dir + "/run")
+        afterLive.unlock()
+        let after = ProtectedFiles(keys: ClassKeys(provider: table, revocation: afterLive.revocation))
         XCTAssertEqual(try after.read("\(dir)/whole"), [1, 2, 3, 9])
     }
 

@@ -22,9 +22,12 @@ final class LiveLockTests: XCTestCase {
     struct LiveKeys {
         let keys: ClassKeys
         let table: InMemoryKeyTable
+        /// The keys "installed" by an unlock before the test began: the table holds them and the shared page says
+        /// unlocked (marked without a `didUnlock` event, so the tests' event logs start empty).
         init(_ list: [ClassKey], _ live: LiveLock) {
             table = InMemoryKeyTable(list)
             keys = ClassKeys(provider: table, revocation: live.revocation)
+            live.state.unlock(LiveState.bootLocked)
         }
         func drop() { table.revoke { LiveLock.lockClasses.contains($0) } }
         func install(_ list: [ClassKey]) { table.install(list) }
@@ -319,5 +322,39 @@ final class LiveLockTests: XCTestCase {
             XCTAssertEqual(unlink(page), 0)
             XCTAssertEqual(unlink(victim), 0)
         }
+    }
+
+    /// A fresh state page (a fresh runtime directory: the state after a reboot, before the first unlock) says A, B and C
+    /// locked, to every attachment, however many attach at once: `isProtectedDataAvailable` is false, and an open or
+    /// create of class A or C is refused `.locked` by the page itself, although the key table holds their keys. `unlock`
+    /// makes it true, `lock` false again. Against the old page (zeroed meant "never locked") every check here was
+    /// "unlocked" and the first create succeeded.
+    func testAFreshPageSaysLockedUntilTheFirstUnlock() throws {
+        let (dir, runtime, id) = try makeDomain()
+        let racing = Locked<[LiveLock]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            if let l = try? LiveLock(domainID: id, runtimeDirectory: runtime) { racing.withLock { $0.append(l) } }
+        }
+        let lives = racing.withLock { $0 }
+        XCTAssertEqual(lives.count, 8, "an attachment failed while the page was being set up")
+        for (i, live) in lives.enumerated() {
+            XCTAssertFalse(live.isProtectedDataAvailable, "attachment \(i)")
+            for c in ProtectionClass.allCases { XCTAssertEqual(live.isLocked(c), c != .none, "attachment \(i), class \(c)") }
+        }
+        let table = InMemoryKeyTable(try ProtectionClass.allCases.map { try ClassKey.generate($0) })
+        let files = ProtectedFiles(keys: ClassKeys(provider: table, revocation: lives[0].revocation))
+        for c in [ProtectionClass.complete, .completeUntilFirstUserAuthentication] {
+            assertProtectionError([.locked]) { _ = try files.create("\(dir)/\(c.name)", protection: c) }
+            XCTAssertFalse(FileManager.default.fileExists(atPath: "\(dir)/\(c.name)"))
+        }
+        try files.write([4], to: "\(dir)/none", protection: .none)  // D never locks
+        lives[1].unlock()
+        XCTAssertTrue(lives.allSatisfy(\.isProtectedDataAvailable))
+        try files.write([1], to: "\(dir)/a", protection: .complete)
+        _ = try lives[2].lock(grace: .zero) { }
+        XCTAssertFalse(lives.contains(where: \.isProtectedDataAvailable))
+        let late = try LiveLock(domainID: id, runtimeDirectory: runtime)  // a process attaching later reads the page as it is
+        XCTAssertFalse(late.isProtectedDataAvailable)
+        XCTAssertFalse(late.isLocked(.completeUntilFirstUserAuthentication), "C was unlocked and a default lock leaves it so")
     }
 }

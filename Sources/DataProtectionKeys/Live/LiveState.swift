@@ -21,6 +21,11 @@ import Glibc
 ///
 /// A page written by an older version has zeros at 32 and 40: no grace, nothing claimed.
 ///
+/// A fresh page (the runtime directory is emptied by every reboot) is the state before the first unlock since boot:
+/// the process that creates it marks A, B and C locked (`bootLocked`) before it writes the magic, so no process ever
+/// reads a page that says "unlocked" before an `unlock` said so. Every reader (admission, `isLocked`,
+/// `isProtectedDataAvailable`, `dpctl status`) takes its answer from this one page.
+///
 /// The kernel keyring is per host, and so is this page: it lives in the
 /// user's runtime directory, never on a shared filesystem.
 final class LiveState: RevocationState, @unchecked Sendable {
@@ -34,15 +39,32 @@ final class LiveState: RevocationState, @unchecked Sendable {
     private let base: UnsafeMutableRawPointer
     let path: String
 
+    /// What word 0 holds while the process that created the page writes its boot state ("DPLIVE00").
+    static let initializing: UInt64 = 0x3030_4556_494C_5044
+    /// The classes a fresh page marks locked: every class with a passphrase-wrapped key (A, B and C), as after a
+    /// reboot before the first unlock; D never locks.
+    static let bootLocked: Set<ProtectionClass> = [.complete, .completeUnlessOpen, .completeUntilFirstUserAuthentication]
+
     /// Takes the lock state from the user words of `rendezvous`'s state page (at `path`, mode 0600).
+    ///
+    /// The first process to attach claims the zeroed page (0 → `initializing`, one compare-and-swap), writes the boot
+    /// state (`bootLocked`), then the magic; a process that attaches meanwhile waits for the magic (two stores away),
+    /// so none reads the mask of a page still being set up.
     init(rendezvous: RendezvousDirectory, path: String) throws(ProtectionError) {
         self.path = path
         self.rendezvous = rendezvous
         base = rendezvous.userBase
-        // First user writes the magic; a zeroed page is a valid "never locked" state.
-        _ = field(0).compareExchange(expected: 0, desired: Self.magic)
+        if field(0).compareExchange(expected: 0, desired: Self.initializing) {
+            field(16).store(Self.mask(Self.bootLocked))
+            field(0).store(Self.magic)
+        }
+        var spins = 0
+        while field(0).load() == Self.initializing, spins < 10_000 {
+            sched_yield()
+            spins += 1
+        }
         guard field(0).load() == Self.magic else {
-            throw ProtectionError(.io(EIO), "unable to use the lock state '\(path)': it is not a lock-state page; remove it and retry", path: path)
+            throw ProtectionError(.io(EIO), "unable to use the lock state '\(path)': it is not a lock-state page (or its creator died setting it up); remove it and retry", path: path)
         }
     }
 
