@@ -1,18 +1,11 @@
 // Many async coordinations waiting at once: they suspend, so other work on the cooperative pool goes on.
 import FileCoordination
 import Foundation
-import Synchronization
+import TestSupport
 import XCTest
 
-/// A counter tasks share.
-private final class Count: Sendable {
-    private let value = Atomic<Int>(0)
-    func add() { value.add(1, ordering: .relaxed) }
-    var now: Int { value.load(ordering: .relaxed) }
-}
-
 final class AsyncWaitTests: XCTestCase {
-    /// 200 tasks wait for an item another thread holds; a counter task on the same cooperative pool keeps ticking,
+    /// 200 tasks wait for an item another thread holds; a probe on the same cooperative pool keeps hopping,
     /// and short jobs started meanwhile finish. Then half of a second wave is cancelled while waiting: those throw
     /// `.cancelled` and never run their accessor; the rest run once the holder lets go.
     func testTwoHundredWaitersLeaveTheCooperativePoolFree() async throws {
@@ -31,22 +24,15 @@ final class AsyncWaitTests: XCTestCase {
                 }
             }
             held.wait()
-            let ran = Count()
+            let ran = TaskCounter()
             let waiters = (0..<200).map { _ in
                 Task {
                     try await coordinator.coordinate(with: [.readingIntent(with: item)]) { _ in ran.add() }
                 }
             }
-            // The counter: each tick is one hop through the cooperative pool (a 1 ms sleep, then resumption).
-            let ticks = Count()
-            let window = ContinuousClock.now.advanced(by: .milliseconds(500))
-            let counter = Task {
-                while ContinuousClock.now < window {
-                    try await Task.sleep(for: .milliseconds(1))
-                    ticks.add()
-                }
-            }
-            // Other async work: 2 × the processors' worth of short jobs, each needing a pool thread to itself.
+            // The probe hops through the pool while 2 × the processors' worth of short jobs, each needing a pool
+            // thread to itself, run beside it: both finish only if the waiters left the pool's threads free.
+            async let probe = CooperativePoolProbe.hops()
             let jobs = ProcessInfo.processInfo.activeProcessorCount * 2
             let finished = try await withThrowingTaskGroup(of: Int.self) { group in
                 for j in 0..<jobs { group.addTask { (0..<100_000).reduce(j, &+) } }
@@ -54,12 +40,11 @@ final class AsyncWaitTests: XCTestCase {
                 for try await _ in group { n += 1 }
                 return n
             }
-            try await counter.value
+            let (hops, took) = try await probe
             XCTAssertEqual(ran.now, 0, "a waiter ran while the item was held")
             XCTAssertEqual(finished, jobs)
-            // A blocked pool (2 threads here) would tick never; a free one ticks hundreds of times in 500 ms (25: room for a
-            // loaded machine or a sanitizer).
-            XCTAssertGreaterThan(ticks.now, 25, "the cooperative pool stalled while 200 tasks waited")
+            // A blocked pool (2 threads here) hops never while the item is held, and the holder holds until released below.
+            XCTAssertEqual(hops, 50, "the cooperative pool stalled while 200 tasks waited")
 
             let cancelled = wave == 1 ? Array(waiters.indices.filter { $0 % 2 == 0 }) : []
             for i in cancelled { waiters[i].cancel() }
@@ -75,7 +60,7 @@ final class AsyncWaitTests: XCTestCase {
             }
             XCTAssertEqual(cancelledErrors, cancelled.count)
             XCTAssertEqual(ran.now, 200 - cancelled.count, "every waiter not cancelled ran once, no cancelled one ran")
-            print("coordination wave \(wave): 200 tasks waiting on a held item; the counter ticked \(ticks.now) times in 500 ms, "
+            print("coordination wave \(wave): 200 tasks waiting on a held item; the pool made \(hops) hops in \(took), "
                 + "\(finished) other jobs finished; \(cancelled.count) cancelled while waiting (all threw .cancelled), \(completed) ran after the release")
         }
     }
@@ -97,17 +82,11 @@ final class AsyncWaitTests: XCTestCase {
         }
         held.wait()
         let window = start.advanced(by: .milliseconds(400))
-        let ticks = Count()
-        let counter = Task {
-            while ContinuousClock.now < window {
-                try await Task.sleep(for: .milliseconds(1))
-                if ContinuousClock.now < window { ticks.add() }
-            }
-        }
+        let probe = CooperativePoolProbe(until: window)
         let blocking = (0..<200).map { _ in Task { try coordinator.coordinate(readingItemAt: item) { _ in } } }
         for b in blocking { try await b.value }
-        try await counter.value
-        XCTAssertLessThan(ticks.now, 25, "blocking waits left the pool free: the async test above proves nothing here")
-        print("control: 200 blocking waits in tasks; the counter ticked \(ticks.now) times in the first 400 ms")
+        let ticks = try await probe.ticks()
+        XCTAssertLessThan(ticks, 25, "blocking waits left the pool free: the async test above proves nothing here")
+        print("control: 200 blocking waits in tasks; the counter ticked \(ticks) times in the first 400 ms")
     }
 }

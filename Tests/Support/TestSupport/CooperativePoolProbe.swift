@@ -1,10 +1,13 @@
 // A measure of whether Swift's cooperative pool is free: for tests of async forms that must not block it.
 import Synchronization
 
-/// Counts hops through Swift's cooperative pool until a deadline: each tick is a 1 ms sleep and its resumption.
+/// Counts hops through Swift's cooperative pool: each hop is a 1 ms sleep and its resumption.
 ///
-/// A pool whose threads are all blocked (two on this machine) ticks never; a free one ticks hundreds of times in
-/// 500 ms. Start it, run the work under test, then read `ticks()`.
+/// A pool whose threads are all blocked (two on this machine) hops never. Two ways to use it:
+/// - `hops(_:within:)`, for "the pool stays free": it asks for a number of hops and gives them a generous limit, so
+///   that a loaded machine or a sanitizer only makes it slower, while a blocked pool still fails it (its hops stay
+///   at 0 as long as whatever blocks it holds, and the tests' holders hold until the probe is done);
+/// - `init(until:)` and `ticks()`, for the controls that show a blocked pool: how many hops fit before a deadline.
 public final class CooperativePoolProbe: Sendable {
     private let count: TaskCounter
     private let task: Task<Void, Error>
@@ -25,6 +28,22 @@ public final class CooperativePoolProbe: Sendable {
     public func ticks() async throws -> Int {
         try await task.value
         return count.now
+    }
+
+    /// Hops through the pool until `wanted` hops are done or `limit` has passed.
+    ///
+    /// - Parameters:
+    ///   - wanted: the hops that show a free pool (50: a free pool does them in about 60 ms when the machine is quiet).
+    ///   - limit: when to give up (seconds: room for a loaded machine under a sanitizer).
+    /// - Returns: the hops done (`wanted` unless the pool was blocked for the whole limit) and the time they took.
+    public static func hops(_ wanted: Int = 50, within limit: Duration = .seconds(30)) async throws -> (hops: Int, took: Duration) {
+        let start = ContinuousClock.now
+        var done = 0
+        while done < wanted, ContinuousClock.now - start < limit {
+            try await Task.sleep(for: .milliseconds(1))
+            done += 1
+        }
+        return (done, ContinuousClock.now - start)
     }
 }
 
