@@ -252,7 +252,7 @@ func runToEnd(_ executable: String, _ arguments: [String], _ environment: [Strin
 
 /// A real HTTP request on loopback, made by curl; the body goes through a file under `scratch`.
 /// - Parameters:
-///   - curlOptions: more of curl's options (`--limit-rate 96k` keeps an upload in flight).
+///   - curlOptions: more of curl's options (`--limit-rate 64k` keeps an upload in flight).
 func curlRequest(_ method: String, _ url: String, _ body: [UInt8]?, curlOptions: [String], scratch: String,
                  environment: [String: String]) throws -> Reply {
     let tag = UUID().uuidString
@@ -266,4 +266,12 @@ func curlRequest(_ method: String, _ url: String, _ body: [UInt8]?, curlOptions:
     let r = try runToEnd("/usr/bin/curl", args + [url], environment)
     let got = (try? Data(contentsOf: URL(fileURLWithPath: out))).map { Array($0) } ?? []
     return Reply(status: r.status == 0 ? Int(r.text) ?? 0 : 0, body: got)
+}
+
+/// Fails unless `got` is `want`, saying the sizes and the first differing offset (not the bytes: they are large).
+func assertSameBytes(_ got: [UInt8], _ want: [UInt8], _ message: String = "", file: StaticString = #filePath, line: UInt = #line) {
+    guard got != want else { return }
+    let first = zip(got, want).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(got.count, want.count)
+    let head = String(decoding: got.prefix(120), as: UTF8.self)
+    XCTFail("\(message): got \(got.count) bytes, want \(want.count); first difference at \(first); got begins \(head.debugDescription)", file: file, line: line)
 }

@@ -14,8 +14,8 @@ final class NotesServiceTests: NotesServiceTestCase {
         let alice = payload("alice note", 40_000), bob = payload("bob note", 3_000)
         XCTAssertEqual(try http("PUT", "\(service.url)/users/alice/notes/n1", alice).status, 204)
         XCTAssertEqual(try http("PUT", "\(service.url)/users/bob/notes/n1", bob).status, 204)
-        XCTAssertEqual(try http("GET", "\(service.url)/users/alice/notes/n1").body, alice)
-        XCTAssertEqual(try http("GET", "\(service.url)/users/bob/notes/n1").body, bob, "each user has their own n1")
+        assertSameBytes(try http("GET", "\(service.url)/users/alice/notes/n1").body, alice)
+        assertSameBytes(try http("GET", "\(service.url)/users/bob/notes/n1").body, bob, "each user has their own n1")
         XCTAssertEqual(try http("GET", "\(service.url)/users/alice/notes").text, "n1\n")
 
         // On disk: a protected file of class complete holding the note's size, with no plaintext in it.
@@ -32,7 +32,7 @@ final class NotesServiceTests: NotesServiceTestCase {
         // A replace is whole; the old note is gone, and no temporary file is left beside it.
         let again = payload("alice note, second version", 20_000)
         XCTAssertEqual(try http("PUT", "\(service.url)/users/alice/notes/n1", again).status, 204)
-        XCTAssertEqual(try http("GET", "\(service.url)/users/alice/notes/n1").body, again)
+        assertSameBytes(try http("GET", "\(service.url)/users/alice/notes/n1").body, again)
         XCTAssertEqual(try entries("alice", "Documents/notes"), ["n1"])
 
         // Refusals, each with its status and a body that says why.
@@ -47,7 +47,7 @@ final class NotesServiceTests: NotesServiceTestCase {
         XCTAssertEqual(try http("DELETE", "\(service.url)/users/alice/notes/n1").status, 204)
         XCTAssertEqual(try http("GET", "\(service.url)/users/alice/notes/n1").status, 404)
         XCTAssertEqual(try entries("alice", "Documents/notes"), [])
-        XCTAssertEqual(try http("GET", "\(service.url)/users/bob/notes/n1").body, bob, "bob's note is untouched")
+        assertSameBytes(try http("GET", "\(service.url)/users/bob/notes/n1").body, bob, "bob's note is untouched")
 
         // The caches are excluded from backup by the container's own marker (CACHEDIR.TAG, which tar, borg and restic honour).
         XCTAssertTrue(FileManager.default.fileExists(atPath: onDisk("alice", "Library/Caches/CACHEDIR.TAG")))
@@ -73,10 +73,10 @@ final class NotesServiceTests: NotesServiceTestCase {
         XCTAssertFalse(read.body.containsBytes(Array(note.prefix(16))), "a locked read returned plaintext")
         XCTAssertEqual(try http("PUT", "\(service.url)/users/alice/notes/n1", payload("overwrite", 100)).status, 423)
         XCTAssertEqual(try http("PUT", "\(service.url)/users/alice/notes/n2", payload("new", 100)).status, 423)
-        XCTAssertEqual(try rawBytes("alice", "Documents/notes/n1"), stored, "a refused write changed the stored note")
+        assertSameBytes(try rawBytes("alice", "Documents/notes/n1"), stored, "a refused write changed the stored note")
         XCTAssertEqual(try entries("alice", "Documents/notes"), ["n1"], "a refused write left a file behind")
         XCTAssertTrue(try http("GET", "\(service.url)/users/alice/status").text.contains("\"locked\":true"))
-        XCTAssertEqual(try http("GET", "\(service.url)/users/bob/notes/n1").body, bobNote, "bob's domain is his own")
+        assertSameBytes(try http("GET", "\(service.url)/users/bob/notes/n1").body, bobNote, "bob's domain is his own")
 
         // An upload while locked: accepted into the Inbox, and the worker waits for the unlock.
         let upload = payload("alice upload", 50_000)
@@ -94,7 +94,7 @@ final class NotesServiceTests: NotesServiceTestCase {
 
         try dpctl("alice", ["unlock", "--passphrase-file", passphraseFile])
         XCTAssertTrue(try eventually(seconds: 30) { try http("GET", "\(service.url)/users/alice/uploads/u1").status == 200 })
-        XCTAssertEqual(try http("GET", "\(service.url)/users/alice/uploads/u1").body, upload)
+        assertSameBytes(try http("GET", "\(service.url)/users/alice/uploads/u1").body, upload)
         XCTAssertTrue(service.lines.contains("worker: processed upload 'u1' of user 'alice'"))
         XCTAssertEqual(try entries("alice", "Documents/Inbox"), [], "the processed item is still in the Inbox")
         XCTAssertEqual(try entries("alice", "Documents/uploads"), ["u1"])
@@ -104,7 +104,7 @@ final class NotesServiceTests: NotesServiceTestCase {
         // Its preview, in the caches (not backed up), protected too.
         XCTAssertEqual(try header("alice", "Library/Caches/previews/u1").protection, "complete")
         XCTAssertEqual(try header("alice", "Library/Caches/previews/u1").size, 256)
-        XCTAssertEqual(try http("GET", "\(service.url)/users/alice/notes/n1").body, note, "the note survived the lock")
+        assertSameBytes(try http("GET", "\(service.url)/users/alice/notes/n1").body, note, "the note survived the lock")
         XCTAssertEqual(try http("PUT", "\(service.url)/users/alice/uploads/u1", upload).status, 409)
         XCTAssertEqual(service.terminate(), 0)
     }
@@ -115,9 +115,10 @@ final class NotesServiceTests: NotesServiceTestCase {
     func testSIGTERMDuringUploadsLosesNothingAndTearsNothing() throws {
         let service = try startService()
         let port = service.url.split(separator: ":").last.map(String.init) ?? ""
-        // Uploads of 192 KiB at 96 KiB/s: each is in flight for about two seconds.
-        let uploads = (0..<6).map { ("up\($0)", payload("upload \($0)", 192 << 10)) }
-        let notes = (0..<2).map { ("note\($0)", payload("note \($0)", 96 << 10)) }
+        // Uploads of 256 KiB and notes of 192 KiB at 64 KiB/s: each is in flight for three to four seconds, long
+        // enough for all eight to connect on a loaded machine.
+        let uploads = (0..<6).map { ("up\($0)", payload("upload \($0)", 256 << 10)) }
+        let notes = (0..<2).map { ("note\($0)", payload("note \($0)", 192 << 10)) }
         let replies = Locked<[String: Reply]>([:])
         // One thread per request (the global queue runs only as many blocking items at once as there are cores).
         var threads: [Thread] = []
@@ -127,7 +128,7 @@ final class NotesServiceTests: NotesServiceTestCase {
             let scratch = dir, env = environment
             finished.enter()
             threads.append(Thread {
-                let r = (try? curlRequest("PUT", url, bytes, curlOptions: ["--limit-rate", "96k"], scratch: scratch, environment: env))
+                let r = (try? curlRequest("PUT", url, bytes, curlOptions: ["--limit-rate", "64k"], scratch: scratch, environment: env))
                     ?? Reply(status: -1, body: [])
                 replies.withValue { $0[name] = r }
                 finished.leave()
@@ -163,9 +164,9 @@ final class NotesServiceTests: NotesServiceTestCase {
         let again = try startService()
         for (name, bytes) in uploads {
             XCTAssertTrue(try eventually(seconds: 60) { try http("GET", "\(again.url)/users/alice/uploads/\(name)").status == 200 }, name)
-            XCTAssertEqual(try http("GET", "\(again.url)/users/alice/uploads/\(name)").body, bytes, name)
+            assertSameBytes(try http("GET", "\(again.url)/users/alice/uploads/\(name)").body, bytes, name)
         }
-        for (name, bytes) in notes { XCTAssertEqual(try http("GET", "\(again.url)/users/alice/notes/\(name)").body, bytes, name) }
+        for (name, bytes) in notes { assertSameBytes(try http("GET", "\(again.url)/users/alice/notes/\(name)").body, bytes, name) }
         XCTAssertEqual(try entries("alice", "Documents/Inbox"), [])
         XCTAssertEqual(try entries("alice", "Documents/uploads"), uploads.map(\.0))
         XCTAssertEqual(again.terminate(), 0)
