@@ -116,9 +116,21 @@ class NotesServiceTestCase: XCTestCase {
             return lines.contains { $0.hasPrefix(prefix) }
         }
 
-        /// Sends SIGTERM and waits for the exit; returns its status.
-        func terminate() -> Int32 {
+        /// Sends SIGTERM and waits (up to `seconds`) for the exit; returns its status, or -1 when it had to be killed.
+        func terminate(within seconds: Double = 30) -> Int32 {
             kill(process.processIdentifier, SIGTERM)
+            return waitForExit(within: seconds)
+        }
+
+        /// Waits (up to `seconds`) for the exit; returns its status, or -1 after a SIGKILL when it did not exit.
+        func waitForExit(within seconds: Double = 30) -> Int32 {
+            let deadline = Date(timeIntervalSinceNow: seconds)
+            while process.isRunning && Date() < deadline { usleep(20_000) }
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return -1
+            }
             process.waitUntilExit()
             return process.terminationStatus
         }

@@ -139,9 +139,8 @@ final class NotesServiceTests: NotesServiceTestCase {
         let all = uploads.count + notes.count
         XCTAssertTrue(eventually(seconds: 30) { established(port: port) >= all }, "the requests did not connect")
         kill(service.process.processIdentifier, SIGTERM)
-        finished.wait()
-        service.process.waitUntilExit()
-        XCTAssertEqual(service.process.terminationStatus, 0)
+        XCTAssertEqual(finished.wait(timeout: .now() + 60), .success, "a request did not finish")
+        XCTAssertEqual(service.waitForExit(), 0)
         let said = service.lines
         XCTAssertTrue(said.contains("notes-service: stopped"), said.joined(separator: "\n"))
         XCTAssertEqual(said.filter { $0.contains("data protection service shut down") }.count, users.count, said.joined(separator: "\n"))
@@ -169,6 +168,30 @@ final class NotesServiceTests: NotesServiceTestCase {
         for (name, bytes) in notes { assertSameBytes(try http("GET", "\(again.url)/users/alice/notes/\(name)").body, bytes, name) }
         XCTAssertEqual(try entries("alice", "Documents/Inbox"), [])
         XCTAssertEqual(try entries("alice", "Documents/uploads"), uploads.map(\.0))
+        XCTAssertEqual(again.terminate(), 0)
+    }
+}
+
+extension NotesServiceTests {
+    /// SIGTERM while the worker waits for an unlock: the service stops at once (the wait ends, the item stays in the
+    /// Inbox); after `dpctl unlock` a restart processes it from the Inbox.
+    func testSIGTERMWhileAJobWaitsForUnlockKeepsItForTheNextStart() throws {
+        let service = try startService()
+        try dpctl("alice", ["lock"])
+        let upload = payload("queued across a restart", 20_000)
+        XCTAssertEqual(try http("PUT", "\(service.url)/users/alice/uploads/u1", upload).status, 202)
+        XCTAssertTrue(service.said("worker: upload 'u1' of user 'alice' waits for unlock"), service.lines.joined(separator: "\n"))
+        XCTAssertEqual(service.terminate(), 0)
+        XCTAssertTrue(service.lines.contains("worker: stopping; upload 'u1' of user 'alice' stays in the Inbox for the next start"),
+                      service.lines.joined(separator: "\n"))
+        XCTAssertEqual(try entries("alice", "Documents/Inbox"), ["u1"])
+        XCTAssertEqual(try entries("alice", "Documents/uploads"), [])
+
+        try dpctl("alice", ["unlock", "--passphrase-file", passphraseFile])
+        let again = try startService()
+        XCTAssertTrue(try eventually(seconds: 30) { try http("GET", "\(again.url)/users/alice/uploads/u1").status == 200 })
+        assertSameBytes(try http("GET", "\(again.url)/users/alice/uploads/u1").body, upload)
+        XCTAssertEqual(try entries("alice", "Documents/Inbox"), [])
         XCTAssertEqual(again.terminate(), 0)
     }
 }
