@@ -168,7 +168,7 @@ let package = Package(
             name: "dpctl",
             dependencies: [
                 "DataProtection", "DataProtectionSQLite",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["README.md"]),
 
