@@ -168,7 +168,7 @@ let package = Package(
             name: "dpctl",
             dependencies: [
                 "DataProtection", "DataProtectionSQLite",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["README.md"]),
 
@@ -205,7 +205,7 @@ let package = Package(
             dependencies: [
                 "DataProtection", "DataProtectionKeys", "DataProtectionFiles", "DataProtectionFormat", "KernelKeyring", "Locking", "TPMBinding", "dpctl", rigs("TestSupport"),
                 "DataProtectionSQLite", "DataProtectionService", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "ExamplePrograms", package: "Examples"),
             ]),
     ]

@@ -14,10 +14,12 @@ extension ProtectedFiles {
 /// Each goes through the same entry point as its synchronous form (`files.write`, `files.read`, `files.create`,
 /// `files.open`, `files.open(forWriting:)` in `ProtectedDataEntryPoint`), so the guarantee matrix's cells for those
 /// cover it: it is the synchronous call, run on another thread. A coordinated whole-file call (the domain's files
-/// coordinate) waits for coordination on that I/O thread, never on a cooperative one.
+/// coordinate) waits for its coordination without holding any thread, neither a cooperative nor an I/O one (the task
+/// polls the busy lock), then runs the synchronous call inside that coordination on an I/O thread.
 ///
-/// Cancellation: a call whose task is cancelled before it starts does nothing and throws `CancellationError`; a call
-/// already running finishes (an atomic replace commits or leaves the old file; nothing is torn).
+/// Cancellation: a call whose task is cancelled before it starts (also while it waits for coordination) does nothing
+/// and throws `CancellationError`; a call already running finishes (an atomic replace commits or leaves the old file;
+/// nothing is torn).
 public struct NonblockingFiles: Sendable {
     /// The files whose calls these are.
     public let files: ProtectedFiles
@@ -26,14 +28,14 @@ public struct NonblockingFiles: Sendable {
     /// - Throws: what `read(_:)` throws, or `CancellationError`.
     public func read(_ path: String) async throws -> [UInt8] {
         let f = files
-        return try await BlockingThreads.io.perform { () throws -> [UInt8] in try f.read(path) }
+        return try await f.coordinated(path, writing: false, on: .io) { () throws -> [UInt8] in try f.read(path) }
     }
 
     /// `write(_:to:protection:)`, suspending: the atomic replace.
     /// - Throws: what `write(_:to:protection:)` throws, or `CancellationError` (`path` untouched).
     public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass) async throws {
         let f = files
-        try await BlockingThreads.io.perform { () throws in try f.write(bytes, to: path, protection: protection) }
+        try await f.coordinated(path, writing: true, on: .io) { () throws in try f.write(bytes, to: path, protection: protection) }
     }
 
     /// `create(_:protection:)`, suspending.

@@ -13,8 +13,10 @@ extension Container {
 ///
 /// Each goes through the same entry point as its synchronous form (`container.write`, `container.read`,
 /// `container.create`, `container.open` in `ProtectedDataEntryPoint`), with the same confinement and coordination, so
-/// the guarantee matrix's cells for those cover it. Cancellation: before the call starts it does nothing and throws
-/// `CancellationError`; once started it finishes (a write commits or leaves the old file).
+/// the guarantee matrix's cells for those cover it. `read` and `write` wait for their coordination without holding any
+/// thread (the task polls the busy lock), so waits on held items never fill the I/O threads; the synchronous call then
+/// runs inside that coordination. Cancellation: before the call starts (also while it waits for coordination) it does
+/// nothing and throws `CancellationError`; once started it finishes (a write commits or leaves the old file).
 public struct NonblockingContainer: Sendable {
     /// The container whose calls these are.
     public let container: Container
@@ -23,14 +25,14 @@ public struct NonblockingContainer: Sendable {
     /// - Throws: what `read(_:)` throws, or `CancellationError`.
     public func read(_ path: String) async throws -> [UInt8] {
         let c = container
-        return try await BlockingThreads.io.perform { () throws -> [UInt8] in try c.read(path) }
+        return try await c.coordinated(path, .reading, "read", on: .io) { () throws -> [UInt8] in try c.read(path) }
     }
 
     /// `write(_:to:protection:)`, suspending: the coordinated atomic replace.
     /// - Throws: what `write(_:to:protection:)` throws, or `CancellationError` (`path` untouched).
     public func write(_ bytes: [UInt8], to path: String, protection: ProtectionClass? = nil) async throws {
         let c = container
-        try await BlockingThreads.io.perform { () throws in try c.write(bytes, to: path, protection: protection) }
+        try await c.coordinated(path, .replacing, "write", on: .io) { () throws in try c.write(bytes, to: path, protection: protection) }
     }
 
     /// `create(_:protection:)`, suspending.

@@ -50,15 +50,38 @@ extension Container {
 
     /// Runs `body` under a coordinated access of the item at `path` (container-relative, or absolute inside the root).
     func coordinated<R>(_ path: String, _ access: CoordinatedAccess, _ action: String, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
-        let url = URL(fileURLWithPath: confinement.absolute(path))
         do {
-            switch access {
-            case .reading: return try coordinator.coordinate(readingItemAt: url) { _ in try body() }
-            case .replacing: return try coordinator.coordinate(writingItemAt: url, options: .forReplacing) { _ in try body() }
-            case .deleting: return try coordinator.coordinate(writingItemAt: url, options: .forDeleting) { _ in try body() }
-            }
+            return try coordinator.coordinateBlocking(with: [intent(path, access)]) { _ in try body() }
         } catch {
             throw Self.translate(error, action, path)
+        }
+    }
+
+    /// The async form of `coordinated(_:_:_:_:)`: the wait for coordination holds no thread, then `body` (the
+    /// synchronous call, whose own coordination nests in this one) runs on `threads`.
+    /// - Throws: as the synchronous form (the same `.coordinationFailed` on a time-out), what `body` throws, or
+    ///   `CancellationError` when the task is cancelled before `body` starts (nothing done).
+    func coordinated<R: Sendable>(
+        _ path: String, _ access: CoordinatedAccess, _ action: String, on threads: BlockingThreads, _ body: @escaping @Sendable () throws -> R
+    ) async throws -> R {
+        do {
+            return try await coordinator.coordinate(with: [intent(path, access)], on: threads, body)
+        } catch let e as CoordinationError where e.code == .cancelled && Task.isCancelled {
+            throw CancellationError()
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw Self.translate(error, action, path)
+        }
+    }
+
+    /// What an access of the item at `path` coordinates.
+    private func intent(_ path: String, _ access: CoordinatedAccess) -> FileAccessIntent {
+        let url = URL(fileURLWithPath: confinement.absolute(path))
+        switch access {
+        case .reading: return .readingIntent(with: url)
+        case .replacing: return .writingIntent(with: url, options: .forReplacing)
+        case .deleting: return .writingIntent(with: url, options: .forDeleting)
         }
     }
 

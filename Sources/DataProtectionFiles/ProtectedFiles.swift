@@ -108,16 +108,46 @@ public final class ProtectedFiles: Sendable {
     /// Runs `body` under a coordinated read (or `forReplacing` write) of `path` when a coordinator is set.
     func coordinated<R>(_ path: String, writing: Bool, _ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
         guard let coordinator else { return try body() }
-        let url = URL(fileURLWithPath: path)
         do {
-            if writing { return try coordinator.coordinate(writingItemAt: url, options: .forReplacing) { _ in try body() } }
-            return try coordinator.coordinate(readingItemAt: url) { _ in try body() }
-        } catch let e as ProtectionError {
-            throw e
-        } catch let e as CoordinationError {
-            throw ProtectionError(.coordinationFailed, "unable to \(writing ? "write" : "read") '\(path)': \(e.message)", path: path, underlying: e)
+            return try coordinator.coordinateBlocking(with: [Self.intent(path, writing: writing)]) { _ in try body() }
         } catch {
-            throw ProtectionError(.io(EIO), "unable to \(writing ? "write" : "read") '\(path)': \(error)", path: path)
+            throw Self.coordinationFailure(error, path, writing: writing)
+        }
+    }
+
+    /// The async form of `coordinated(_:writing:_:)`: the wait for coordination holds no thread, then `body` (the
+    /// synchronous call, whose own coordination nests in this one) runs on `threads`.
+    /// - Throws: as the synchronous form (the same `.coordinationFailed` on a time-out), what `body` throws, or
+    ///   `CancellationError` when the task is cancelled before `body` starts (nothing done).
+    package func coordinated<R: Sendable>(
+        _ path: String, writing: Bool, on threads: BlockingThreads, _ body: @escaping @Sendable () throws -> R
+    ) async throws -> R {
+        guard let coordinator else { return try await threads.perform(body) }
+        do {
+            return try await coordinator.coordinate(with: [Self.intent(path, writing: writing)], on: threads, body)
+        } catch let e as CoordinationError where e.code == .cancelled && Task.isCancelled {
+            throw CancellationError()
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw Self.coordinationFailure(error, path, writing: writing)
+        }
+    }
+
+    /// What a whole-file read or write of `path` coordinates: a read, or a `forReplacing` write.
+    private static func intent(_ path: String, writing: Bool) -> FileAccessIntent {
+        let url = URL(fileURLWithPath: path)
+        return writing ? .writingIntent(with: url, options: .forReplacing) : .readingIntent(with: url)
+    }
+
+    /// The `ProtectionError` for a failure of a coordinated whole-file call (a `ProtectionError` passes unchanged).
+    private static func coordinationFailure(_ error: any Error, _ path: String, writing: Bool) -> ProtectionError {
+        switch error {
+        case let e as ProtectionError: return e
+        case let e as CoordinationError:
+            return ProtectionError(.coordinationFailed, "unable to \(writing ? "write" : "read") '\(path)': \(e.message)", path: path, underlying: e)
+        default:
+            return ProtectionError(.io(EIO), "unable to \(writing ? "write" : "read") '\(path)': \(error)", path: path)
         }
     }
 

@@ -14,25 +14,43 @@ import Locking
 /// material of the domain stays in this process's memory.
 ///
 /// ```swift
-/// let service = DataProtectionService(domain: domain, logger: logger)
+/// let domain = try ProtectionDomain.open(at: location, logger: logger)  // the one logger of the domain, service included
+/// let service = DataProtectionService(domain: domain)
 /// let group = ServiceGroup(configuration: .init(services: [service, app], gracefulShutdownSignals: [.sigterm], logger: logger))
 /// try await group.run()
 /// ```
 public final class DataProtectionService: Service, Sendable {
     /// The domain this service runs.
     public let domain: ProtectionDomain
-    private let logger: Logger
+    /// Where the service's steps are logged: the domain's logger (`domain.telemetry.logger`, `domain` metadata set).
+    private let logger: Logger?
     private let containers = Locked<[Container]>([])
     private let stopped = Locked(false)
 
-    /// A service for `domain`; the domain's listener is already attached (`ProtectionDomain.open`), and this service
-    /// ends it at shutdown.
+    /// A service for `domain`, logging through the domain's own logger; the domain's listener is already attached
+    /// (`ProtectionDomain.open`), and this service ends it at shutdown.
+    ///
+    /// One logger per domain: the service's lines (running, shut down) go where the domain's lock, unlock and
+    /// revocation lines go, with the same `domain` metadata; give the logger to `ProtectionDomain.open(logger:)`.
+    /// No key, passphrase or file content is logged.
+    /// - Parameter domain: the domain to run.
+    public init(domain: ProtectionDomain) {
+        self.domain = domain
+        self.logger = domain.telemetry.logger
+    }
+
+    /// A service for `domain` that logs through `logger` only when the domain has no logger of its own.
     /// - Parameters:
     ///   - domain: the domain to run.
-    ///   - logger: where the shutdown steps are logged (no key or path content beyond file names is logged).
+    ///   - logger: used (with the `domain` metadata) only if `domain` was opened without a logger; else the domain's.
+    @available(*, deprecated, message: "the service logs through its domain's logger: pass the logger to ProtectionDomain.open(logger:) and use init(domain:)")
     public init(domain: ProtectionDomain, logger: Logger) {
         self.domain = domain
-        self.logger = logger
+        self.logger = domain.telemetry.logger ?? {
+            var l = logger
+            l[metadataKey: "domain"] = .string(domain.telemetry.domain)
+            return l
+        }()
     }
 
     /// Opens the container at `root` with the domain's keys; the service closes it at shutdown.
@@ -59,7 +77,7 @@ public final class DataProtectionService: Service, Sendable {
 
     /// Runs until the group shuts down gracefully or is cancelled, then performs `shutDown()`.
     public func run() async throws {
-        logger.debug("data protection service running", metadata: ["domain": "\(domain.id)"])
+        logger?.debug("data protection service running", metadata: ["operation": "run"])
         do { try await gracefulShutdown() } catch {}  // a cancellation shuts down too
         await shutDown()
     }
@@ -74,7 +92,7 @@ public final class DataProtectionService: Service, Sendable {
         let domain = domain, containers = containers, logger = logger
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             Thread.detachNewThread {
-                let started = ContinuousClock.now
+                let started = Telemetry.now()
                 // 1. No new admissions; every handle finishes its operation, commits and wipes its keys.
                 let retired = domain.retireKeys()
                 // 2. The containers it opened (their in-use locks).
@@ -82,9 +100,9 @@ public final class DataProtectionService: Service, Sendable {
                 for c in open { c.close() }
                 // 3. The listener thread, and with it this process's part in lock events and the auto-lock.
                 domain.liveLock.stopListening()
-                logger.info("data protection service shut down", metadata: [
-                    "domain": "\(domain.id)", "handles": "\(retired)", "containers": "\(open.count)",
-                    "duration": "\(ContinuousClock.now - started)",
+                logger?.info("data protection service shut down", metadata: [
+                    "operation": "shutdown", "handles": "\(retired)", "containers": "\(open.count)",
+                    "duration_ms": Telemetry.millis(Telemetry.elapsed(since: started)),
                 ])
                 done.resume()
             }

@@ -21,10 +21,10 @@ struct CoordinationOperation: Sendable {
 
     func cursor(on lease: Lease) -> LockPlanCursor { LockPlanCursor(plan: plan, held: [:], fd: lease.fd) }
 
-    func acquirer(lease: Lease, nested: Bool) -> LockAcquirer {
+    func acquirer(lease: Lease, polls: Bool) -> LockAcquirer {
         LockAcquirer(
             lease: lease, deadline: deadline, scope: scope, generation: generation,
-            items: items, nested: nested)
+            items: items, polls: polls)
     }
 
     func context(lease: Lease) -> CoordinationContext {
@@ -37,7 +37,7 @@ struct CoordinationOperation: Sendable {
     func acquireNestedBlocking(in outer: CoordinationContext) throws(CoordinationError) -> LockPlanCursor {
         var cursor = LockPlanCursor(plan: plan, held: outer.heldBySlot(), fd: outer.lease.fd)
         do {
-            try acquirer(lease: outer.lease, nested: true).acquireBlocking(&cursor)
+            try acquirer(lease: outer.lease, polls: true).acquireBlocking(&cursor)
         } catch {
             cursor.rollBack()
             throw error
@@ -50,7 +50,7 @@ struct CoordinationOperation: Sendable {
     func acquireNested(in outer: CoordinationContext) async throws(CoordinationError) -> LockPlanCursor {
         var cursor = LockPlanCursor(plan: plan, held: outer.heldBySlot(), fd: outer.lease.fd)
         do {
-            try await acquirer(lease: outer.lease, nested: true).acquireAsync(&cursor)
+            try await acquirer(lease: outer.lease, polls: true).acquireAsync(&cursor)
         } catch {
             cursor.rollBack()
             throw error
@@ -129,7 +129,7 @@ struct CoordinationOperation: Sendable {
         let lease = try state.leases.checkout()
         var cursor = self.cursor(on: lease)
         do {
-            try acquirer(lease: lease, nested: false).acquireBlocking(&cursor)
+            try acquirer(lease: lease, polls: false).acquireBlocking(&cursor)
         } catch {
             state.leases.checkin(lease)
             throw error
@@ -139,13 +139,15 @@ struct CoordinationOperation: Sendable {
     }
 
     /// The async form of `grantBlocking()`: waits suspend the task instead of blocking a thread.
+    /// - Parameter polls: poll a busy lock from the task (no thread held while waiting) instead of a kernel wait on a
+    ///   waiter thread (the default: it wakes at the release, where polling wakes up to 16 ms late).
     /// - Throws: `CoordinationError` (`.cancelled` on Task cancellation); nothing is held then.
-    func grant() async throws(CoordinationError) -> Granted {
+    func grant(polls: Bool = false) async throws(CoordinationError) -> Granted {
         let missed = await hub.requestSaves(items, excluding: excluded, deadline: presenterDeadline)
         let lease = try state.leases.checkout()
         var cursor = self.cursor(on: lease)
         do {
-            try await acquirer(lease: lease, nested: false).acquireAsync(&cursor)
+            try await acquirer(lease: lease, polls: polls).acquireAsync(&cursor)
         } catch {
             state.leases.checkin(lease)
             throw error

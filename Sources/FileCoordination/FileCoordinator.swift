@@ -175,7 +175,7 @@ public final class FileCoordinator: Sendable {
 
     // MARK: - The synchronous pipeline
 
-    private func perform<R>(_ intents: [FileAccessIntent], accessor: ([URL]) throws -> R) throws -> R {
+    func perform<R>(_ intents: [FileAccessIntent], accessor: ([URL]) throws -> R) throws -> R {
         let operation = try prepare(intents)
         if let outer = operation.outer {
             let cursor = try operation.acquireNestedBlocking(in: outer)
@@ -200,7 +200,7 @@ public final class FileCoordinator: Sendable {
         return acting.id
     }
 
-    private func prepare(_ intents: [FileAccessIntent]) throws(CoordinationError) -> CoordinationOperation {
+    func prepare(_ intents: [FileAccessIntent]) throws(CoordinationError) -> CoordinationOperation {
         guard !intents.isEmpty else {
             throw CoordinationError(.invalidRequest, path: nil, message: "a coordination needs at least one intent")
         }

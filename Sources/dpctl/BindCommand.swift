@@ -15,7 +15,7 @@ struct Bind: ParsableCommand {
     func run() throws {
         let location = try domain.location()
         let wanted = try Init.choose(binding, tcti: location.tpmTCTI, auto: false)
-        let d = try ProtectionDomain.open(at: location, keyStore: try domain.keyStore())
+        let d = try ProtectionDomain.open(at: location, keyStore: try domain.keyStore(), logger: try domain.logger())
         let secret = try passphrase.source.read()
         let previous = try d.bind(wanted, passphrase: secret)
         let described = wanted == .file ? "\(wanted)" : "\(wanted) at '\(location.tpmTCTI)'"

@@ -30,12 +30,14 @@ struct Dpctl: ParsableCommand {
         ])
 }
 
-/// `--home`, shared by every command.
+/// `--home`, `--tpm-tcti` and `--log-level`, shared by every command.
 struct DomainOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The domain's home directory (default: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).", valueName: "dir"))
     var home: String?
     @Option(name: .customLong("tpm-tcti"), help: ArgumentHelp("The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default: $DATAPROTECTION_TPM_TCTI or device:/dev/tpmrm0).", valueName: "tcti"))
     var tpmTCTI: String?
+    @Option(name: .customLong("log-level"), help: ArgumentHelp("Write the domain's log at this level and above to standard error: trace, debug, info, notice, warning, error, critical, off (default: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.", valueName: "level"))
+    var logLevel: String?
 
     /// Where the domain is, by the documented defaults, and the TPM that `--tpm-tcti` names.
     func location() throws -> DomainLocation {
@@ -52,7 +54,7 @@ struct DomainOptions: ParsableArguments {
 
     /// Opens the domain at the resolved home.
     func open() throws -> ProtectionDomain {
-        try ProtectionDomain.open(at: try location(), keyStore: try keyStore())
+        try ProtectionDomain.open(at: try location(), keyStore: try keyStore(), logger: try logger())
     }
 }
 

@@ -45,7 +45,7 @@ struct Recover: ParsableCommand {
         let new = try newPassphrase.source.read(confirm: true)
         // Calibrated afresh by default: this may be a new machine, and on this path the stored
         // parameters are not authenticated (no device secret yet), so they are not trusted.
-        _ = try ProtectionDomain.recover(at: location, recoveryKey: key, newPassphrase: new, kdf: try kdf.parameters(keepIfUnset: false), binding: chosen, keyStore: try domain.keyStore())
+        _ = try ProtectionDomain.recover(at: location, recoveryKey: key, newPassphrase: new, kdf: try kdf.parameters(keepIfUnset: false), binding: chosen, keyStore: try domain.keyStore(), logger: try domain.logger())
         note("recovered: new device secret and passphrase set; now run `dpctl\(Failure.homeArgument) unlock`")
     }
 }

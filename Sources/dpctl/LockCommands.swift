@@ -20,7 +20,7 @@ struct Init: ParsableCommand {
         let described = chosen == .file ? "\(chosen)" : "\(chosen) at '\(location.tpmTCTI)'"
         let secret = try passphrase.source.read(confirm: true)
         let params = try kdf.parameters(keepIfUnset: false)!
-        _ = try ProtectionDomain.create(at: location, passphrase: secret, kdf: params, keyStore: try domain.keyStore(), binding: chosen) { (key) throws(ProtectionError) in
+        _ = try ProtectionDomain.create(at: location, passphrase: secret, kdf: params, keyStore: try domain.keyStore(), binding: chosen, logger: try domain.logger()) { (key) throws(ProtectionError) in
             note("Created the protection domain at '\(location.home)' (Argon2id: \(params.opsLimit) passes, \(params.memLimit >= 1 << 20 ? "\(params.memLimit >> 20) MiB" : "\(params.memLimit >> 10) KiB"); binding: \(described)).")
             note("Recovery key (shown only now; store it offline — it unlocks this domain without the passphrase):")
             let shown: Bool

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 do {
-    var command = try Dpctl.parseAsRoot()
+    var command = try Dpctl.parseAsRoot(placingLeadingLogLevel(Array(CommandLine.arguments.dropFirst())))
     try command.run()
 } catch let error as ProtectionError {
     Failure.report(error)

@@ -74,6 +74,42 @@ final class LifecycleTests: DpctlTestCase {
         XCTAssertTrue(gone, "lock --evict-all must remove the domain's keys from @u")
     }
 
+    /// `--log-level debug` (before or after the command's name, or `$DP_LOG_LEVEL`) sends the domain's structured log to standard error: the unlock and lock
+    /// lines with the domain's id as metadata, and never the passphrase (given on standard input, as above, and on a
+    /// file); without it, standard error holds only the usual note. An unknown level is a usage error.
+    func testLogLevelWritesTheDomainsLockAndUnlockLinesNeverThePassphrase() throws {
+        try initDomain()
+        let passphrase = "correct horse battery"
+        let domainID = try XCTUnwrap(try status()["domain"] as? String)
+        XCTAssertEqual(try ok(["unlock", "--passphrase-file", passphraseFile]).stderr, "unlocked\n", "no log without --log-level")
+        XCTAssertEqual(try ok(["lock", "--now"]).stderr.components(separatedBy: "\n").filter { $0.contains("domain=") }, [])
+
+        let unlock = try ok(["--log-level", "debug", "unlock", "--passphrase-fd", "0"], input: Data((passphrase + "\n").utf8))
+        let lock = try dpctl(["lock", "--now"], env: ["DP_LOG_LEVEL": "debug"])
+        XCTAssertEqual(lock.status, 0, lock.stderr)
+        let again = try dpctl(["unlock", "--log-level", "trace", "--passphrase-file", passphraseFile])
+        XCTAssertEqual(again.status, 0, again.stderr)
+        func lines(_ r: Run, _ message: String) -> [Substring] {
+            r.stderr.split(separator: "\n").filter { $0.contains(message) && $0.contains("domain=\(domainID)") }
+        }
+        XCTAssertEqual(lines(unlock, "unlocked domain").count, 1, unlock.stderr)
+        XCTAssertTrue(lines(unlock, "unlocked domain").allSatisfy { $0.contains("info") && $0.contains("operation=unlock") }, unlock.stderr)
+        XCTAssertEqual(lines(lock, "locked domain").count, 1, lock.stderr)
+        XCTAssertTrue(lines(lock, "locked domain").allSatisfy { $0.contains("operation=lock") }, lock.stderr)
+        XCTAssertEqual(lines(again, "unlocked domain").count, 1, again.stderr)
+        for r in [unlock, lock, again] {
+            XCTAssertFalse(r.stderr.contains(passphrase), "the passphrase reached the log: \(r.stderr)")
+            XCTAssertFalse(r.stderr.contains("horse"), "part of the passphrase reached the log")
+            XCTAssertTrue(r.out.isEmpty, "logs go to standard error only")
+        }
+        let bad = try dpctl(["status", "--log-level", "loud"])
+        XCTAssertEqual(bad.status, 64, bad.stderr)
+        XCTAssertTrue(bad.stderr.hasPrefix("dpctl: error: unknown log level 'loud'"), bad.stderr)
+        print("dpctl --log-level debug: unlock wrote \(unlock.stderr.split(separator: "\n").count) stderr lines, lock "
+            + "\(lock.stderr.split(separator: "\n").count), trace unlock \(again.stderr.split(separator: "\n").count); no passphrase in any; "
+            + "e.g. \(lines(unlock, "unlocked domain").first ?? "-")")
+    }
+
     func testWrongPassphraseGivesItsExitCodeAndLeavesTheKeybagByteIdentical() throws {
         try initDomain()
         let keybag = try bytes(home + "/keybag")

@@ -188,7 +188,7 @@ _dpctl_init() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset --binding)
+    non_repeating_options=(--home --tpm-tcti --log-level --passphrase-fd --passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset --binding)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -197,6 +197,9 @@ _dpctl_init() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--passphrase-fd')
@@ -227,7 +230,7 @@ _dpctl_unlock() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --timeout --grace)
+    non_repeating_options=(--home --tpm-tcti --log-level --passphrase-fd --passphrase-file --timeout --grace)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -236,6 +239,9 @@ _dpctl_unlock() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--passphrase-fd')
@@ -257,7 +263,7 @@ _dpctl_lock() {
     repeating_flags=()
     non_repeating_flags=(--evict-all --now --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --grace)
+    non_repeating_options=(--home --tpm-tcti --log-level --grace)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -266,6 +272,9 @@ _dpctl_lock() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--grace')
@@ -278,7 +287,7 @@ _dpctl_status() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti)
+    non_repeating_options=(--home --tpm-tcti --log-level)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -287,6 +296,9 @@ _dpctl_status() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     esac
@@ -296,7 +308,7 @@ _dpctl_passwd() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
+    non_repeating_options=(--home --tpm-tcti --log-level --passphrase-fd --passphrase-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -305,6 +317,9 @@ _dpctl_passwd() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--passphrase-fd')
@@ -338,7 +353,7 @@ _dpctl_recover() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --recovery-key-fd --recovery-key-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset --binding)
+    non_repeating_options=(--home --tpm-tcti --log-level --recovery-key-fd --recovery-key-file --new-passphrase-fd --new-passphrase-file --kdf-ops --kdf-mem-mib --kdf-target-ms --kdf-preset --binding)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -347,6 +362,9 @@ _dpctl_recover() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--recovery-key-fd')
@@ -383,7 +401,7 @@ _dpctl_bind() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --binding)
+    non_repeating_options=(--home --tpm-tcti --log-level --passphrase-fd --passphrase-file --binding)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -392,6 +410,9 @@ _dpctl_bind() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--passphrase-fd')
@@ -410,7 +431,7 @@ _dpctl_rotate() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --passphrase-fd --passphrase-file --class)
+    non_repeating_options=(--home --tpm-tcti --log-level --passphrase-fd --passphrase-file --class)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
@@ -419,6 +440,9 @@ _dpctl_rotate() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--passphrase-fd')
@@ -438,7 +462,7 @@ _dpctl_wipe() {
     repeating_flags=()
     non_repeating_flags=(--yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti)
+    non_repeating_options=(--home --tpm-tcti --log-level)
     __dpctl_offer_flags_options 0
 
     # Offer option value completions
@@ -449,6 +473,9 @@ _dpctl_wipe() {
     '--tpm-tcti')
         return
         ;;
+    '--log-level')
+        return
+        ;;
     esac
 }
 
@@ -456,7 +483,7 @@ _dpctl_put() {
     repeating_flags=()
     non_repeating_flags=(--no-sync --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --class --from)
+    non_repeating_options=(--home --tpm-tcti --log-level --class --from)
     __dpctl_offer_flags_options 1
 
     # Offer option value completions
@@ -465,6 +492,9 @@ _dpctl_put() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--class')
@@ -481,7 +511,7 @@ _dpctl_cat() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti)
+    non_repeating_options=(--home --tpm-tcti --log-level)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
@@ -490,6 +520,9 @@ _dpctl_cat() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     esac
@@ -499,7 +532,7 @@ _dpctl_ls() {
     repeating_flags=()
     non_repeating_flags=(--json --version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti)
+    non_repeating_options=(--home --tpm-tcti --log-level)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
@@ -508,6 +541,9 @@ _dpctl_ls() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     esac
@@ -517,7 +553,7 @@ _dpctl_protect() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --class)
+    non_repeating_options=(--home --tpm-tcti --log-level --class)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
@@ -526,6 +562,9 @@ _dpctl_protect() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--class')
@@ -539,7 +578,7 @@ _dpctl_unprotect() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti)
+    non_repeating_options=(--home --tpm-tcti --log-level)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
@@ -548,6 +587,9 @@ _dpctl_unprotect() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     esac
@@ -557,7 +599,7 @@ _dpctl_set-class() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti --class)
+    non_repeating_options=(--home --tpm-tcti --log-level --class)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
@@ -566,6 +608,9 @@ _dpctl_set-class() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     '--class')
@@ -579,7 +624,7 @@ _dpctl_repair() {
     repeating_flags=()
     non_repeating_flags=(--version -h --help)
     repeating_options=()
-    non_repeating_options=(--home --tpm-tcti)
+    non_repeating_options=(--home --tpm-tcti --log-level)
     __dpctl_offer_flags_options -1
 
     # Offer option value completions
@@ -588,6 +633,9 @@ _dpctl_repair() {
         return
         ;;
     '--tpm-tcti')
+        return
+        ;;
+    '--log-level')
         return
         ;;
     esac

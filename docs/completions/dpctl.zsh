@@ -93,6 +93,7 @@ _dpctl_init() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--kdf-ops[Argon2id passes (default\: 3).]:n:'
@@ -113,6 +114,7 @@ _dpctl_unlock() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--timeout[Lock again automatically after this long\: 90, 90s, 15m, 2h.]:duration:'
@@ -130,6 +132,7 @@ _dpctl_lock() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--evict-all[Also remove completeUntilFirstUserAuthentication (the analogue of a reboot).]'
         '--grace[Tell running apps `willLock` this long before locking\: 500ms (default), 2s, 10 (seconds; Apple gives about 10 s).]:duration:'
         '--now[Lock at once, without telling running apps `willLock` first.]'
@@ -146,6 +149,7 @@ _dpctl_status() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--json[Print JSON for scripts.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
@@ -160,6 +164,7 @@ _dpctl_passwd() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--new-passphrase-fd[Read the new passphrase from this file descriptor (may equal --passphrase-fd\: one line each).]:n:'
@@ -181,6 +186,7 @@ _dpctl_recover() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--recovery-key-fd[Read the recovery key from this file descriptor.]:n:'
         '--recovery-key-file[Read the recovery key from this file.]:path:'
         '--new-passphrase-fd[Read the new passphrase from this file descriptor (may equal --passphrase-fd\: one line each).]:n:'
@@ -203,6 +209,7 @@ _dpctl_bind() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--binding[The new binding\: tpm2 (a key inside the TPM at --tpm-tcti; an error if none answers) or file.]:tpm2|file:'
@@ -220,6 +227,7 @@ _dpctl_rotate() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--passphrase-fd[Read the passphrase from this file descriptor (up to the first newline).]:n:'
         '--passphrase-file[Read the passphrase from this file (first line).]:path:'
         '--class[The class to rotate (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).]:class:{__dpctl_complete "${___class[@]}"}'
@@ -237,6 +245,7 @@ _dpctl_wipe() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--yes[Do not ask for confirmation.]'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
@@ -252,6 +261,7 @@ _dpctl_put() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--class[Protection class (complete, completeUnlessOpen, completeUntilFirstUserAuthentication, none, or A–D).]:class:{__dpctl_complete "${___class[@]}"}'
         '--from[Read the plaintext from this file instead of standard input.]:path:'
         '--no-sync[Skip the fsyncs\: still atomic for readers, but a power failure soon after may leave the old file or one that fails authentication.]'
@@ -269,6 +279,7 @@ _dpctl_cat() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '*:paths:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
@@ -283,6 +294,7 @@ _dpctl_ls() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--json[Print JSON for scripts.]'
         '*:paths:'
         '--version[Show the version.]'
@@ -299,6 +311,7 @@ _dpctl_protect() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--class[Protection class for the converted files.]:class:{__dpctl_complete "${___class[@]}"}'
         '*:paths:'
         '--version[Show the version.]'
@@ -314,6 +327,7 @@ _dpctl_unprotect() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '*:paths:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'
@@ -329,6 +343,7 @@ _dpctl_set-class() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '--class[The new protection class.]:class:{__dpctl_complete "${___class[@]}"}'
         '*:paths:'
         '--version[Show the version.]'
@@ -344,6 +359,7 @@ _dpctl_repair() {
     local -ar arg_specs=(
         '--home[The domain'\''s home directory (default\: $DATAPROTECTION_HOME or ~/.local/share/dataprotection).]:dir:'
         '--tpm-tcti[The TPM 2.0 of a TPM-bound domain, as a tpm2-tss TCTI (default\: $DATAPROTECTION_TPM_TCTI or device\:/dev/tpmrm0).]:tcti:'
+        '--log-level[Write the domain'\''s log at this level and above to standard error\: trace, debug, info, notice, warning, error, critical, off (default\: $DP_LOG_LEVEL, else off). Never contains keys, passphrases or plaintext.]:level:'
         '*:paths:'
         '--version[Show the version.]'
         '(-h --help)'{-h,--help}'[Show help information.]'

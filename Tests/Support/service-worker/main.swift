@@ -71,8 +71,10 @@ let logger: Logger = {
     return l
 }()
 do {
-    let domain = try ProtectionDomain.open(at: DomainLocation(home: args[1], deviceDirectory: args[2]), keyStore: .kernel(.session))
-    let service = DataProtectionService(domain: domain, logger: logger)
+    // One logger for the domain and its service (the service logs through the domain's).
+    let domain = try ProtectionDomain.open(
+        at: DomainLocation(home: args[1], deviceDirectory: args[2]), keyStore: .kernel(.session), logger: logger)
+    let service = DataProtectionService(domain: domain)
     // The domain's service last: a group shuts its services down in reverse order, so it goes first.
     let group = ServiceGroup(configuration: .init(
         services: [.init(service: Writer(domain: domain, work: args[3])), .init(service: service)],
