@@ -7,6 +7,7 @@ fileprivate typealias FileManager = ProtectedFileManager
 fileprivate typealias UIApplication = ProtectedApplication
 fileprivate typealias URLResourceValues = ProtectedResourceValues
 fileprivate typealias UserDefaults = ProtectedUserDefaults
+fileprivate func NSHomeDirectory() -> String { ProtectedHomeDirectory() }
 
 /// A note saved in the app's Documents folder.
 struct Note: Equatable {
@@ -132,6 +133,16 @@ final class NotesStore: NSObject, NSFilePresenter, @unchecked Sendable {
 
     func noteNames() throws -> [String] {
         try noteURLs().map { $0.deletingPathExtension().lastPathComponent }
+    }
+
+    /// The titles the list shows: each note's name as the system displays it (its extension hidden).
+    func noteTitles() throws -> [String] {
+        try noteURLs().map { FileManager.default.displayName(atPath: $0.path) }
+    }
+
+    /// Where "Export all" puts its copies: a folder of Documents, found from the app's home.
+    func exportFolder() -> URL {
+        URL(fileURLWithPath: NSHomeDirectory()).appendingPathComponent("Documents/Exports", isDirectory: true)
     }
 
     func delete(_ name: String) throws {
