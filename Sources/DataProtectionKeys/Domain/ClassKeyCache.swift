@@ -85,7 +85,4 @@ final class ClassKeyCache: KeyHolder {
         }
         _ = dropped  // released here, outside the lock
     }
-
-    /// Number of keys held (for tests).
-    var count: Int { entries.withLock { $0.count } }
 }
