@@ -64,7 +64,7 @@ public final class ProtectionDomain: Sendable {
         do throws(CoordinationError) { coordinator = FileCoordinator(domain: try CoordinationDomain.machineWide(), telemetry: telemetry) } catch {
             throw ProtectionError(.coordinationFailed, "unable to set up file coordination: \(error.message)", underlying: error)
         }
-        keys = ClassKeys(provider: DomainClassKeys(cache: cache, store: store), revocation: liveLock.revocation)
+        keys = ClassKeys(provider: DomainClassKeys(cache: cache, store: store, liveLock: liveLock), revocation: liveLock.revocation)
         files = ProtectedFiles(keys: keys, options: fileOptions, coordinator: coordinator, io: io, sealsPerKeyNonce: AEADNonceMode.maxSealsPerKeyNonce)
     }
 

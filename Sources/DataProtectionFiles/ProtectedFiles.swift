@@ -331,7 +331,8 @@ public final class ProtectedFiles: Sendable {
         }
     }
 
-    /// The header of a new file of class `protection` (its key still to be wrapped), and the class key's generation.
+    /// The header of a new file of class `protection` (its file ID still to be drawn and its key to be wrapped, by
+    /// `newFile`), and the class key's generation.
     ///
     /// Refused before anything is created when the options are invalid or the class is locked already; `admit` checks again.
     func newHeader(_ path: String, protection: ProtectionClass, via: ProtectedDataEntryPoint) throws(ProtectionError) -> (FileHeader, UInt32) {
@@ -345,10 +346,16 @@ public final class ProtectedFiles: Sendable {
         let generation = try keys.currentGeneration(of: protection)
         let header = FileHeader(
             version: FileHeader.currentVersion, protectionClass: protection, cipher: ChunkCipher.forNewFiles(options.cipher), chunkShift: shift,
-            classKeyGeneration: generation, fileID: try crypto { () throws(CryptoError) in try SecureRandom.bytes(16) },
+            classKeyGeneration: generation, fileID: [UInt8](repeating: 0, count: Self.fileIDBytes),
             wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
         return (header, generation)
     }
+
+    /// Bytes of a header's file identifier (FORMAT.md §3.1, offset 24).
+    static let fileIDBytes = 16
+
+    /// CSPRNG bytes a new file takes in one call: its 32-byte key, its file ID, and its first key nonce and `R`.
+    static let newFileRandomBytes = 32 + ProtectedFiles.fileIDBytes + AEADNonceMode.extendedNonceSize
 
     /// Makes the new empty file open as `fd` (made by the caller, at `path`) a protected file with `header`: wraps a new
     /// per-file key inside one admission, hands it to a registered handle, and writes the header and the empty chunk.
@@ -364,7 +371,10 @@ public final class ProtectedFiles: Sendable {
         do throws(ProtectionError) {
             // The per-file key is made, wrapped and handed to a registered handle inside one admission.
             h = try keys.admit(protection, via: via) { (access, epoch) throws(ProtectionError) -> ProtectedFileHandle in
-                let fileKey = try crypto { () throws(CryptoError) in try SecretBytes.random(count: 32) }
+                // One CSPRNG call (one `getrandom`) for the file key, the file ID and the first key nonce.
+                let drawn = try crypto { () throws(CryptoError) in try SecretBytes.random(count: Self.newFileRandomBytes) }
+                let fileKey = try crypto { () throws(CryptoError) in try drawn.withUnsafeBytes { (r) throws(CryptoError) in try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: r[0..<32])) } }
+                header.fileID = drawn.withUnsafeBytes { Array($0[32..<32 + Self.fileIDBytes]) }
                 let fixed = header.fixedBytes()
                 header.wrappedKey = try fixed.span.bytes.withUnsafeBytes { (ad) throws(ProtectionError) in
                     try access.wrapFileKey(fileKey, for: protection, generation: generation, ad: ad)
@@ -373,6 +383,7 @@ public final class ProtectedFiles: Sendable {
                     throw ProtectionError(.invalidArgument, "the class key provider returned a wrapped key of \(header.wrappedKey.count) bytes for class \(protection)")
                 }
                 let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: cipher, sealsPerKeyNonce: sealsPerKeyNonce) }
+                drawn.withUnsafeBytes { fk.content.seedKeyNonce(UnsafeRawBufferPointer(rebasing: $0[(32 + Self.fileIDBytes)...])) }
                 header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
                 return makeHandle(
                     path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false, via: via)

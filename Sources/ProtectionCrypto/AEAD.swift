@@ -165,6 +165,10 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
         try open(text, count: count, into: text, nonce: nonce, ad: ad, tag: tag)
     }
 
+    /// With extended nonces, takes `bytes` (24 bytes of CSPRNG output) as the first key nonce and `R` instead of
+    /// drawing them at the first seal (`ExtendedKeyState.seed`); nothing with direct nonces.
+    package borrowing func seedKeyNonce(_ bytes: UnsafeRawBufferPointer) { extended?.seed(bytes) }
+
     /// Fills the nonces of the next `count` messages to be sealed under this key, `stride` bytes apart.
     ///
     /// Direct nonces are independent random values from one CSPRNG call.

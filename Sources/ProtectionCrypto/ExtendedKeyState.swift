@@ -77,6 +77,20 @@ final class ExtendedKeyState: @unchecked Sendable {  // every var below is read 
         mutex.deallocate()
     }
 
+    /// Takes `bytes` (24, from the CSPRNG) as the first draw of `N1` and `R`, instead of drawing at the first seal.
+    ///
+    /// For a new file, whose file key and first key nonce come from one CSPRNG call (one `getrandom` instead of
+    /// two); independent CSPRNG output either way. Ignored once a draw was made.
+    func seed(_ bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == AEADNonceMode.extendedNonceSize, "a key-nonce draw is 24 bytes")
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard !drawn else { return }
+        withUnsafeMutableBytes(of: &draw) { $0.copyMemory(from: bytes) }
+        drawn = true
+        next = 0
+    }
+
     /// Writes the nonces of the next `count` seals `stride` bytes apart from `base`, numbered in that order.
     ///
     /// Runs under the lock, so two callers never get the same numbers; the pipeline threads that then seal pieces of

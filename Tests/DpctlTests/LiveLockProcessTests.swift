@@ -168,6 +168,8 @@ final class KeyResidueTests: DpctlTestCase {
         for p in workers { before.formUnion(find(needles, in: try memory(of: p.processIdentifier))) }
         XCTAssertGreaterThan(before.filter { $0.hasPrefix("content key") }.count, 0, "the memory scan cannot see keys that are there")
         XCTAssertGreaterThan(before.filter { $0.hasPrefix("AES round keys") }.count, 0, "the memory scan cannot see the key schedules that are there")
+        // Each worker keeps the class key between opens (ClassKeyCache): the lock must wipe that copy too.
+        XCTAssertTrue(before.contains("class key complete"), "the workers' cached class key is not seen before the lock: the scan would not notice it staying")
 
         let r = try ok(["lock"])
         var after = Set<String>()

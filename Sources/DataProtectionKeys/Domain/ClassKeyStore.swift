@@ -35,10 +35,11 @@ package protocol ClassKeyStore: Sendable {
 /// Class keys in the kernel keyring (one key per domain, two with a timeout: `DomainKeyring`), read into locked
 /// memory on each use.
 ///
-/// Only key serials are cached, never key bytes: `lock` in another process
-/// replaces the payload (or invalidates the key), the next read no longer finds
-/// the class key, and this process sees the class as locked at once (≈ 1.1 µs
-/// per read, plus a search after a miss).
+/// The store caches only key serials, never key bytes: `lock` in another process
+/// replaces the payload (or invalidates the key), and the next read no longer finds
+/// the class key (≈ 1.1 µs per read, plus a search after a miss). The domain's
+/// provider keeps what it read in `ClassKeyCache`, good until the live lock's
+/// epoch moves: a lock anywhere moves it before it touches this store.
 package final class KernelKeyStore: ClassKeyStore {
     let ring: DomainKeyring
     let legacy: LegacyDomainKeyring

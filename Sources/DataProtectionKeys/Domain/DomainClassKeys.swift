@@ -17,7 +17,11 @@ import Glibc
 package final class KeybagCache: Sendable {
     let location: DomainLocation
     let io: any FileIO
-    private struct State: @unchecked Sendable { var watch: KeybagWatch?; var bag: Keybag; var none: [UInt32: ClassKey]; var publicKeys: [UInt32: X25519PublicKey] = [:] }
+    private struct State: @unchecked Sendable {
+        var watch: KeybagWatch?; var bag: Keybag; var none: [UInt32: ClassKey]; var publicKeys: [UInt32: X25519PublicKey] = [:]
+        /// +1 each time the keybag is replaced here (read anew, or written by this process): what `ClassKeyCache` entries are bound to.
+        var version: UInt64 = 0
+    }
     private let state: Locked<State>
 
     package init(_ location: DomainLocation, io: any FileIO, bag: Keybag) {
@@ -27,19 +31,26 @@ package final class KeybagCache: Sendable {
     }
 
     /// The current keybag, re-read first if the file changed since.
-    package func bag() throws(ProtectionError) -> Keybag {
-        let (watch, cached) = state.withLock { ($0.watch, $0.bag) }
-        if let watch, watch.isUnchanged { return cached }
+    package func bag() throws(ProtectionError) -> Keybag { try current().bag }
+
+    /// The current keybag (re-read first if the file changed since) and its version: a new one each time it was replaced.
+    func current() throws(ProtectionError) -> (bag: Keybag, version: UInt64) {
+        let (watch, cached, version) = state.withLock { ($0.watch, $0.bag, $0.version) }
+        if let watch, watch.isUnchanged { return (cached, version) }
         let fresh = KeybagWatch(location.keybagPath)  // before the read: a change after it is seen next time
         let bag = try Keybag.load(location, io: io) { (c) throws(ProtectionError) in try DeviceSecret.load(for: c, at: location, io: io) }
-        state.withLock { $0 = State(watch: fresh, bag: bag, none: [:]) }
-        return bag
+        return (bag, replace(with: bag, watch: fresh))
     }
 
     /// Replaces the cached keybag after this process wrote it.
-    package func update(_ bag: Keybag) {
-        let fresh = KeybagWatch(location.keybagPath)
-        state.withLock { $0 = State(watch: fresh, bag: bag, none: [:]) }
+    package func update(_ bag: Keybag) { replace(with: bag, watch: KeybagWatch(location.keybagPath)) }
+
+    /// Installs `bag` as the current keybag, forgetting what was derived from the old one; returns its version.
+    private func replace(with bag: Keybag, watch: KeybagWatch?) -> UInt64 {
+        state.withLock {
+            $0 = State(watch: watch, bag: bag, none: [:], version: $0.version &+ 1)
+            return $0.version
+        }
     }
 
     /// Generation `g` of class `none`, unwrapped with the device secret once and kept (it is never locked).
@@ -105,16 +116,22 @@ final class KeybagWatch: Sendable {
 /// The `ClassKeyProvider` of a protection domain: public parts from the keybag, secret halves from the key store.
 ///
 /// Classes A and C wrap and unwrap with the secret from the store (the kernel
-/// keyring, read on every use); class B seals to the public key the keybag holds wrapped under the device secret,
-/// so it can create while locked, and opens with the private key from the
+/// keyring, read once per live-lock epoch and kept in `ClassKeyCache`); class B seals to the public key the keybag
+/// holds wrapped under the device secret, so it can create while locked, and opens with the private key from the
 /// store; class `none` uses the key the device secret unwraps.
 package final class DomainClassKeys: ClassKeyProvider {
     let cache: KeybagCache
     let store: any ClassKeyStore
+    /// The secret halves read from `store`, kept while `liveLock`'s epoch stands; wiped by its revocation.
+    let secrets: ClassKeyCache
 
-    package init(cache: KeybagCache, store: any ClassKeyStore) {
+    /// The domain's keys: public parts from `cache`, secret halves from `store`, kept between opens under `liveLock`
+    /// (whose revocation wipes them on every lock).
+    package init(cache: KeybagCache, store: any ClassKeyStore, liveLock: LiveLock) {
         self.cache = cache
         self.store = store
+        secrets = ClassKeyCache(state: liveLock.state)
+        liveLock.revocation.attach(cache: secrets)
     }
 
     package func currentGeneration(of c: ProtectionClass) throws(ProtectionError) -> UInt32 {
@@ -137,13 +154,18 @@ package final class DomainClassKeys: ClassKeyProvider {
             guard let k = try cache.noneKey(g) else { throw .unknownGeneration(c, g) }
             return k
         }
-        guard let entry = try cache.bag().contents.entry(c, g) else {
+        let (bag, version) = try cache.current()
+        guard let entry = bag.contents.entry(c, g) else {
             // Unlocked but without this generation: the header names a key this domain never had.
             throw .unknownGeneration(c, g)
         }
         let pk = c.usesPublicKeySealing ? try cache.publicKey(c, entry.generation) : nil
         guard needSecret else { return ClassKey(c, generation: g, secret: nil, publicKey: pk) }
-        guard let s = try store.secret(c, g) else { throw .locked(c) }
-        return ClassKey(c, generation: g, secret: SharedSecret(s), publicKey: pk)
+        let k = try secrets.key(c, g, keybag: version) { () throws(ProtectionError) -> ClassKey? in
+            guard let s = try store.secret(c, g) else { return nil }
+            return ClassKey(c, generation: g, secret: SharedSecret(s), publicKey: pk)
+        }
+        guard let k else { throw .locked(c) }
+        return k
     }
 }

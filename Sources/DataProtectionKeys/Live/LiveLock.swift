@@ -112,7 +112,7 @@ public final class LiveLock: Sendable {
     ///
     /// Returns once every handle has done so: an operation a handle is running finishes first (a write completes,
     /// or fails and leaves its journal to roll it back). The class keys themselves stay where they live (the kernel
-    /// keyring) for other processes; this process holds no copy of them (they are read from the store on each use).
+    /// keyring) for other processes; the copies this process kept between opens (`ClassKeyCache`) are wiped with the handles.
     /// - Returns: how many handles (and other key holders) were retired.
     @discardableResult
     public func retireKeys() -> Int { revocation.retire() }
@@ -153,7 +153,7 @@ public final class LiveLock: Sendable {
 
     /// Whether `c` is locked right now (a passed auto-lock deadline included).
     public func isLocked(_ c: ProtectionClass) -> Bool {
-        state.isLocked(c) || (autoLockPassed && Self.lockClasses.contains(c))
+        state.refusesKey(c)
     }
 
     /// Whether an auto-lock deadline has passed (or its lock is running) and the page does not yet say locked.

@@ -102,6 +102,12 @@ final class LiveState: RevocationState, @unchecked Sendable {
         return autoLockPassed && LiveLock.lockClasses.contains(c)
     }
 
+    /// Whether no key of class `c` may be used now, not even one already in this process: `c` is marked locked, or
+    /// it is one of the classes an auto-lock locks and that lock's deadline has passed (`ClassKeyCache`, `LiveLock.isLocked`).
+    @inline(__always) func refusesKey(_ c: ProtectionClass) -> Bool {
+        isLocked(c) || (autoLockPassed && LiveLock.lockClasses.contains(c))
+    }
+
     /// Whether an auto-lock deadline has passed, or its lock is running (`lockingMarker`).
     @inline(__always) var autoLockPassed: Bool {
         let d = autoLockDeadline

@@ -47,6 +47,9 @@ extension KeyHolder {
     @usableFromInline package let state: any RevocationState
     @usableFromInline let gate = ReadWriteGate()
     private let holders = Locked(Registry())
+    /// Key holders that live as long as the keys' source (a domain's `ClassKeyCache`): held strongly, not counted as
+    /// open handles, wiped by every revocation and by `retire` while the gate is held exclusively.
+    private let caches = Locked<[any KeyHolder]>([])
     private let waiting = Atomic<Int>(0)
     /// Set once by `retire`: every later admission throws `.shuttingDown` (one relaxed load per open, none per read or write).
     @usableFromInline let retired = Atomic<Bool>(false)
@@ -113,7 +116,7 @@ extension KeyHolder {
     @discardableResult
     package func retire() -> Int {
         retired.store(true, ordering: .relaxed)
-        gate.exclusive {}
+        gate.exclusive { for c in caches.withLock({ $0 }) { c.retire(.retired) } }
         let error = ProtectionError.retired
         return holders.withLock { table in
             var n = 0
@@ -144,6 +147,12 @@ extension KeyHolder {
         holders.withLock { $0.remove(slot) }
     }
 
+    /// Adds `cache` to what every revocation and `retire` wipe, for as long as this revocation lives.
+    ///
+    /// For a holder that lasts as long as the keys' source and fills itself only inside `admit` (a domain's
+    /// `ClassKeyCache`); it is not an open handle, so `holderCount` does not count it.
+    package func attach(cache: any KeyHolder) { caches.withLock { $0.append(cache) } }
+
     /// Number of registered holders.
     package var holderCount: Int { holders.withLock { $0.count } }
 
@@ -157,10 +166,12 @@ extension KeyHolder {
     @discardableResult
     package func revokeLocked() -> Int {
         waiting.add(1, ordering: .sequentiallyConsistent)
-        gate.exclusive {}  // acquisitions in flight have registered by now, and later ones see the lock
-        waiting.subtract(1, ordering: .sequentiallyConsistent)
         let state = state
         let locked: (ProtectionClass) -> Bool = { state.revokes($0) }  // one closure for every holder
+        // Acquisitions in flight have registered by now, and later ones see the lock. The caches are wiped while no
+        // acquisition runs: none is using a cached key, and none can put back a key fetched before the lock.
+        gate.exclusive { for c in caches.withLock({ $0 }) { c.revoke(where: locked) } }
+        waiting.subtract(1, ordering: .sequentiallyConsistent)
         return holders.withLock { table in
             for case let entry? in table.slots { entry.holder.revoke(where: locked) }
             return table.count
