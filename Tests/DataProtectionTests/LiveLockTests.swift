@@ -130,6 +130,10 @@ final class LiveLockTests: XCTestCase {
         }
         let deadline = try XCTUnwrap(report.warnedDeadlineUnixMillis)
         XCTAssertEqual(got, [.willLock(deadlineUnixMillis: deadline), .didLock(LiveLock.lockClasses), .didUnlock])
+        // The callback is a second delivery of the same events, not ordered with the stream's: wait (up to 10 s) for
+        // its third before comparing (comparing at once failed when the stream was served first).
+        let until = ContinuousClock.now.advanced(by: .seconds(10))
+        while seen.withLock({ $0.count }) < got.count, ContinuousClock.now < until { try await Task.sleep(for: .milliseconds(1)) }
         XCTAssertEqual(seen.withLock { $0 }, got)
         callback.cancel()
     }
