@@ -153,6 +153,9 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         if handle == nil { handle = try openSealed(path, forWriting: writable, on: via) }
         let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
         if kind == SQLITE_OPEN_MAIN_DB {
+            // SQLite journals (rollback) or logs (WAL) every page before it overwrites it here, and its recovery
+            // rewrites the page whole: the chunk journal keeps only what SQLite does not cover (FORMAT.md §6.7.5).
+            handle!.leaveWholeChunksToTheCallersJournal()
             do throws(ProtectionError) {
                 try file.holdConnectionLock()
                 try expectPageCache(of: file)
