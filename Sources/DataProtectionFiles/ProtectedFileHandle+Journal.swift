@@ -45,12 +45,19 @@ extension ProtectedFileHandle {
     ///
     /// Chunks past the committed size need no record: rollback cuts them away.
     /// So a sequential write costs one journal header and fsync per commit.
-    func journalChunks(_ st: inout State, _ range: Range<Int64>) throws(ProtectionError) {
+    /// - Parameter whole: the chunks the write replaces whole. When the caller journals those itself
+    ///   (`callerJournalsWholeChunks`), the ones before the committed last chunk get no record, and a write made only of
+    ///   them leaves the journal as it is (no header, no fsync): the caller's own recovery rewrites them whole
+    ///   (FORMAT.md §6.7.5). The committed last chunk is always journaled: opening the file authenticates it.
+    func journalChunks(_ st: inout State, _ range: Range<Int64>, whole: Range<Int64>) throws(ProtectionError) {
         guard st.journal != nil, let committed = st.committedSize else { return }
-        let upper = min(range.upperBound, layout.chunkCount(forPlaintextSize: committed))
+        let count = layout.chunkCount(forPlaintextSize: committed)
+        let upper = min(range.upperBound, count)
+        let left = st.callerJournalsWholeChunks ? whole.clamped(to: range.lowerBound..<max(range.lowerBound, count - 1)) : 0..<0
+        if left == range { return }  // only whole interior chunks: nothing of the handle's to roll back
         var need: [Int64] = []
         if range.lowerBound < upper {
-            for j in range.lowerBound..<upper where !st.journal!.journaled.contains(j) { need.append(j) }
+            for j in range.lowerBound..<upper where !left.contains(j) && !st.journal!.journaled.contains(j) { need.append(j) }
         }
         if st.journal!.hot && need.isEmpty { return }
         if !st.journal!.hot {

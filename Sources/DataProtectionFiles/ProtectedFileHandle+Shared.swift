@@ -34,6 +34,13 @@ extension ProtectedFileHandle {
         try state.withLock { (st) throws(ProtectionError) in _ = try live(&st, "use") }
     }
 
+    /// Leaves the whole, interior chunks this handle overwrites out of its rollback journal, for a caller that journals
+    /// them itself before overwriting them (a database's main file: SQLite's rollback journal or WAL holds every page it
+    /// writes back in place, and its recovery rewrites the page whole). FORMAT.md §6.7.5 gives the reasoning and limits.
+    package func leaveWholeChunksToTheCallersJournal() {
+        state.withLock { $0.callerJournalsWholeChunks = true }
+    }
+
     /// Whether the handle's rollback journal is hot: it changed committed chunks since its last `sync()`. A database
     /// commits before it gives up its write lock, so the next writer (another handle) can start a journal of its own.
     package var holdsHotJournal: Bool { state.withLock { $0.journal?.hot == true } }

@@ -30,6 +30,9 @@ extension ProtectedFileHandle {
         var committedSize: Int64?
         /// A journaled change that failed half-way: the file no longer matches this handle, so writes stop.
         var failed: ProtectionError?
+        /// Whether the caller journals every whole, interior chunk it overwrites itself (a database's main file under
+        /// SQLite's journal or WAL), so that the handle's journal leaves them out (FORMAT.md §6.7.5).
+        var callerJournalsWholeChunks = false
         /// Plaintext bytes per batch (`batchBytes`, or `streamingBatchBytes` behind a whole-file stream).
         var batchBytes = ProtectedFileHandle.batchBytes
         /// Plaintext bytes written and read through the handle: counted here, reported to metrics once, at close.

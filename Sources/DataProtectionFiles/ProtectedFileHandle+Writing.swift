@@ -46,6 +46,7 @@ extension ProtectedFileHandle {
         var i = layout.chunkIndex(containing: min(offset, oldSize))
         if newSize > oldSize { i = min(i, oldLast) }
         let lastTouched = layout.chunkIndex(containing: end - 1)
+        let firstWhole = (offset + cs - 1) / cs  // the chunks in firstWhole..<end / cs are written whole
         let batch = Self.batchChunks(st.batchBytes, chunkSize: layout.chunkSize)
         let stride = layout.stride, nonce = sealer.nonceSize
         let zeros = if case .zeros = src { true } else { false }
@@ -80,7 +81,7 @@ extension ProtectedFileHandle {
                 pos += c.length + layout.overhead
             }
             // Before the batch overwrites chunks that existed at the last commit, their old bytes go to the journal.
-            try journalChunks(&st, i..<(i + Int64(n)))
+            try journalChunks(&st, i..<(i + Int64(n)), whole: firstWhole..<max(firstWhole, end / cs))
             // Pass 2: nonces for the whole batch in one CSPRNG call, then seal every chunk.
             do throws(CryptoError) { try sealer.fillNonces(staging, count: n, stride: stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to write '\(path)': \(error.message)", path: path, underlying: error)

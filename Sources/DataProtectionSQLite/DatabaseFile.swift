@@ -42,8 +42,10 @@ class DatabaseFile {
 /// A database file that is a protected file: every page read is authenticated, every page write re-sealed.
 ///
 /// Pages and chunks are both 4 KiB, so a page write is one chunk write. The handle's rollback journal stays on (FORMAT.md
-/// §6.7 and "Protected databases"): it is what keeps the chunk layout's last-chunk flag and size consistent across a crash
-/// in the middle of an append, which SQLite's own journal does not cover.
+/// §6.7.5): it is what keeps the chunk layout's last-chunk flag and size consistent across a crash in the middle of an
+/// append, and the committed bytes of partial chunks (WAL frames, journal records), which SQLite's own journal does not
+/// cover. Only a main database's whole, interior page overwrites leave it out: SQLite's journal or WAL holds those pages
+/// first and its recovery rewrites them whole (`leaveWholeChunksToTheCallersJournal`).
 final class ProtectedDatabaseFile: DatabaseFile {
     let handle: ProtectedFileHandle
     let io: any FileIO

@@ -25,6 +25,42 @@ extension ProtectedDatabaseFile {
     /// shared while it reads again after a failed read or takes the size from the file (`xRead`, transaction starts).
     static let sealByte = sharedFirst + sharedSize
 
+    /// The connection byte, after the seal lock's: held shared by every connection's main-database file from `xOpen`
+    /// to `xClose`, so a connection open but idle (rollback-journal mode between transactions, holding no SQLite lock)
+    /// still shows; `DatabaseUnit.withExclusiveAccess` takes it exclusive, and `DatabaseUnit.isDatabase` tests it.
+    static let connectionByte = sealByte + 1
+
+    /// Takes the connection lock (shared, without waiting) on this main-database file for the life of its descriptor
+    /// (closing it drops the lock), and checks that the path still names the file the handle opened.
+    ///
+    /// Why both: `dpctl` changes a database as a unit (`protect`, `unprotect`, `set-class`, `rotate`) only while it holds
+    /// this byte exclusive, so a connection that holds it shared is refused there, idle or not. An open that meets the
+    /// exclusive lock fails at once with SQLite's busy rather than waiting on a change that may replace the file; an open
+    /// that raced a replace (its descriptor names the old file, the lock taken after dpctl let go) sees another inode at
+    /// the path and fails the same way, so no connection keeps a file that is no longer the database.
+    /// - Throws: `.coordinationFailed` naming the database and the fix; `.io` when the lock or the identity check fails.
+    func holdConnectionLock() throws(ProtectionError) {
+        let path = handle.path, fd = handle.lockDescriptor
+        let busy = ProtectionError(
+            .coordinationFailed, "unable to open '\(path)': `dpctl` is changing the database (it holds the database exclusive); try again when it is done",
+            path: path)
+        switch OFDLock.trySet(fd: fd, .shared, start: Self.connectionByte, length: 1) {
+        case .done: break
+        case .wouldBlock: throw busy
+        case .failed(let e): throw ProtectionError(.io(e), "unable to open '\(path)': cannot take its connection lock: \(String(cString: strerror(e)))", path: path)
+        }
+        let same: Bool
+        do throws(SystemError) {
+            let open = try io.identity(fd), named = try io.linkStatus(path)
+            same = open.device == UInt64(named.st_dev) && open.inode == UInt64(named.st_ino)
+        } catch where error.errno == ENOENT {
+            same = false
+        } catch {
+            throw ProtectionError(.io(error.errno), "unable to open '\(path)': \(error)", path: path)
+        }
+        guard same else { throw busy }
+    }
+
     /// Runs `body` holding the seal lock as `kind`, waiting for it: another connection's handle (this process or
     /// another) is then not half-way through re-sealing a chunk or growing the file, so a read sees whole chunks and
     /// the file's size is that of whole chunks. Writers are one at a time already (SQLite's own locks), and each holds

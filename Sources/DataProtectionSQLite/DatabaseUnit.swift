@@ -22,9 +22,18 @@ public enum DatabaseUnit {
         companionSuffixes.map { path + $0 }.filter { files.fileIO.exists($0) }
     }
 
-    /// Whether `path` is a database's main file: a companion or the wal-index exists beside it.
+    /// Whether `path` is a database's main file: a companion or the wal-index exists beside it, or a connection through
+    /// the protected VFS holds it open (its connection lock, `ProtectedDatabaseFile.connectionByte`), as one idle in
+    /// rollback-journal mode does with no companion on disk.
     public static func isDatabase(_ path: String, files: ProtectedFiles) -> Bool {
-        (companionSuffixes + ["-shm"]).contains { files.fileIO.exists(path + $0) }
+        (companionSuffixes + ["-shm"]).contains { files.fileIO.exists(path + $0) } || isOpenByAConnection(path, io: files.fileIO)
+    }
+
+    /// Whether a connection (this process or another) holds the connection lock of `path`; false when it cannot be read.
+    static func isOpenByAConnection(_ path: String, io: any FileIO) -> Bool {
+        guard let fd = try? io.open(path, flags: O_RDONLY | O_NOFOLLOW | O_CLOEXEC, mode: 0) else { return false }
+        defer { io.close(fd) }
+        return OFDLock.isLocked(fd: fd, .exclusive, start: ProtectedDatabaseFile.connectionByte, length: 1) == .wouldBlock
     }
 
     /// The main file of which `path` is a companion (`app.db` for `app.db-wal`), if that file exists.
@@ -46,14 +55,16 @@ public enum DatabaseUnit {
         return nil
     }
 
-    /// Runs `body` while holding SQLite's EXCLUSIVE lock on the database `path`, or fails if any connection (in this
-    /// process or another, through the protected VFS or SQLite's unix VFS) holds a lock on it.
+    /// Runs `body` while holding SQLite's EXCLUSIVE lock and the connection lock on the database `path`, or fails if
+    /// any connection (in this process or another) holds it open through the protected VFS, or holds a SQLite lock on
+    /// it through SQLite's unix VFS.
     ///
-    /// The lock is the one every connection takes before reading (`DatabaseLocks.swift`: the pending, reserved and
-    /// shared bytes at 1 GiB), as an OFD write lock, which conflicts with the VFS's OFD locks and the unix VFS's POSIX
-    /// locks alike: a WAL-mode connection holds SHARED for its whole life and a rollback-mode one for each transaction,
-    /// so a database in use is refused rather than changed under a reader, and no connection starts while `body` runs
-    /// (it waits on SQLite's busy handler, then goes on with the unit's new state).
+    /// Two locks, both OFD write locks taken without waiting (`DatabaseLocks.swift`). The connection byte is held
+    /// shared by every protected connection from its open to its close, idle or not: an idle rollback-journal
+    /// connection holds no SQLite lock, yet its handle would keep the old file (or the old key) across a change, so
+    /// it is refused here, and a new open fails busy while `body` runs. SQLite's own lock (the pending, reserved and
+    /// shared bytes at 1 GiB) conflicts with the unix VFS's POSIX locks as well: a plain database in use by a `sqlite3`
+    /// process is refused while it holds a transaction or runs in WAL mode.
     /// - Parameters:
     ///   - path: the database's main file.
     ///   - action: what `body` does, for the message ("change the class of").
@@ -71,15 +82,20 @@ public enum DatabaseUnit {
             }
         }
         defer { io.close(fd) }  // closing the descriptor drops its OFD lock
-        let first = ProtectedDatabaseFile.pendingByte, length = 2 + ProtectedDatabaseFile.sharedSize
-        switch OFDLock.trySet(fd: fd, .exclusive, start: first, length: length) {
-        case .done: break
-        case .wouldBlock:
-            throw ProtectionError(
-                .coordinationFailed,
-                "unable to \(action) '\(path)': the database is in use (another connection holds its SQLite lock); close its connections (stop the service) and try again; nothing was changed",
-                path: path)
-        case .failed(let e): throw ProtectionError(.io(e), "unable to \(action) '\(path)': cannot lock it: \(String(cString: strerror(e)))", path: path)
+        let ranges = [
+            (ProtectedDatabaseFile.connectionByte, Int64(1), "holds it open"),
+            (ProtectedDatabaseFile.pendingByte, 2 + ProtectedDatabaseFile.sharedSize, "holds its SQLite lock"),
+        ]
+        for (first, length, what) in ranges {
+            switch OFDLock.trySet(fd: fd, .exclusive, start: first, length: length) {
+            case .done: continue
+            case .wouldBlock:
+                throw ProtectionError(
+                    .coordinationFailed,
+                    "unable to \(action) '\(path)': the database is in use (another connection \(what)); close its connections (stop the service) and try again; nothing was changed",
+                    path: path)
+            case .failed(let e): throw ProtectionError(.io(e), "unable to \(action) '\(path)': cannot lock it: \(String(cString: strerror(e)))", path: path)
+            }
         }
         return try body()
     }

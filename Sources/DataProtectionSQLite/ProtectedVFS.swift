@@ -153,7 +153,13 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         if handle == nil { handle = try openSealed(path, forWriting: writable, on: via) }
         let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
         if kind == SQLITE_OPEN_MAIN_DB {
-            do throws(ProtectionError) { try expectPageCache(of: file) } catch {
+            // SQLite journals (rollback) or logs (WAL) every page before it overwrites it here, and its recovery
+            // rewrites the page whole: the chunk journal keeps only what SQLite does not cover (FORMAT.md §6.7.5).
+            handle!.leaveWholeChunksToTheCallersJournal()
+            do throws(ProtectionError) {
+                try file.holdConnectionLock()
+                try expectPageCache(of: file)
+            } catch {
                 _ = file.close()
                 if created { try? io.unlink(path) }  // refused: leave nothing behind
                 throw error
@@ -274,7 +280,7 @@ private func vfsOpen(
         outFlags?.pointee = flags
         return SQLITE_OK
     } catch {
-        return VFSFailure.record(error, io: SQLITE_CANTOPEN)
+        return VFSFailure.record(error, io: error.code == .coordinationFailed ? SQLITE_BUSY : SQLITE_CANTOPEN)
     }
 }
 

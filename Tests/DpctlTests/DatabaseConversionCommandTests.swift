@@ -1,6 +1,7 @@
 import DataProtection
 import DataProtectionSQLite
 import Foundation
+import TestSupport
 import XCTest
 
 /// `dpctl protect`, `unprotect`, `rotate` and `repair` on SQLite databases as units (issue 21): the built dpctl, the
@@ -153,6 +154,55 @@ final class DatabaseConversionCommandTests: DpctlTestCase {
         XCTAssertTrue(try ok(["rotate", "--class", "completeUntilFirstUserAuthentication", "--passphrase-file", passphraseFile, dir]).stderr.contains("→ 2"))
         for f in files + [plain] { XCTAssertEqual(try domain.files.info(f).classKeyGeneration, 2, f) }
         XCTAssertEqual(try protectedState(path, domain.files).first, [.text("ok")])
+    }
+
+    /// A protected database that a connection in another process (the `database-hold` rig) holds open but idle, in
+    /// rollback-journal mode between transactions (no SQLite lock held, no journal on disk), is in use: `unprotect`,
+    /// `set-class` and `rotate` refuse it naming the file and the fix, `protect` leaves it as it is, no byte changes, and
+    /// the connection reads on. Once that process closes it, `unprotect` succeeds with every row. On the old code (which
+    /// tested only SQLite's lock, and took such a file for a plain file) `unprotect` converted it under the connection.
+    func testCommandsRefuseADatabaseHeldOpenIdleInAnotherProcess() throws {
+        let domain = try unlockedDomain()
+        let path = dir + "/idle.db"
+        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: domain.files)
+        try db.execute("CREATE TABLE t(x); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) INSERT INTO t SELECT i FROM n")
+        db.close()
+
+        let rig = try startProduct("database-hold", [home, devices, path, "idle"], environment: environment)
+        var pending = Data()
+        func line() -> String {
+            while !pending.contains(UInt8(ascii: "\n")) {
+                let d = rig.output.fileHandleForReading.availableData
+                if d.isEmpty { break }
+                pending += d
+            }
+            guard let end = pending.firstIndex(of: UInt8(ascii: "\n")) else { defer { pending = Data() }; return String(decoding: pending, as: UTF8.self) }
+            defer { pending = Data(pending[(end + 1)...]) }
+            return String(decoding: pending[..<end], as: UTF8.self)
+        }
+        XCTAssertEqual(line(), "READY 300 delete", "the rig's idle connection")
+        XCTAssertFalse(exists(path + "-journal"), "an idle rollback-journal connection leaves no companion")
+
+        let held = try bytes(path)
+        let c = "completeUntilFirstUserAuthentication"
+        for args in [["unprotect", path], ["set-class", "--class", "none", path], ["rotate", "--class", c, "--passphrase-file", passphraseFile, dir]] {
+            let r = try dpctl(args)
+            XCTAssertNotEqual(r.status, 0, args.joined(separator: " "))
+            XCTAssertTrue(r.stderr.contains("in use") && r.stderr.contains(path) && r.stderr.contains("close its connections"), "\(args[0]): \(r.stderr)")
+            XCTAssertEqual(try bytes(path), held, "\(args[0]) changed a database held open")
+        }
+        try ok(["protect", "--class", "none", path])
+        XCTAssertEqual(try bytes(path), held, "protect changed a protected database held open")
+        XCTAssertEqual(try domain.files.info(path).classKeyGeneration, 1, "the refused rotation started nothing")
+        rig.input.fileHandleForWriting.write(Data("check\n".utf8))
+        XCTAssertEqual(line(), "300", "the held connection reads on")
+
+        try rig.input.fileHandleForWriting.close()
+        XCTAssertEqual(line(), "CLOSED")
+        rig.process.waitUntilExit()
+        XCTAssertTrue(try ok(["unprotect", path]).stderr.contains("unprotected 1 files"))
+        XCTAssertEqual(try sqlite(path, "PRAGMA integrity_check; SELECT count(*), sum(x) FROM t;"), "ok\n300|45150")
+        print("an idle connection in another process kept unprotect, set-class and rotate off its database; after it closed, unprotect gave back 300 rows, integrity ok")
     }
 
     /// A protected database copied mid-transaction (hot protected journal): `repair` rolls it back through SQLite,

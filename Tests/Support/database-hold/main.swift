@@ -1,4 +1,5 @@
 // database-hold HOME DEVICES DIR [initialized-first]
+// database-hold HOME DEVICES PATH idle
 //
 // Opens three protected databases of an unlocked domain in this process and stays: ARAW (class complete, through
 // ProtectedDatabase, rollback journal), AGRDB (class complete, a GRDB DatabasePool in WAL mode) and BRAW (class
@@ -8,7 +9,10 @@
 // input: `check` (each connection's `sum(length(v))`, or `locked`), `reopen` (new connections: sum and integrity_check).
 // KeyResidueTests scan its memory for the markers before and after `dpctl lock`. With `initialized-first` it initializes
 // SQLite itself before any protected database (as a process that used SQLite first would), then prints what opening a
-// complete and a completeUnlessOpen database does, and exits.
+// complete and a completeUnlessOpen database does, and exits. With `idle` it opens the existing protected database PATH
+// (one connection through the protected VFS), reads `count(*)` of its table `t` and prints `READY <count> <journal_mode>`,
+// then holds the connection idle (no transaction, so in rollback-journal mode no SQLite lock) and answers `check` with the
+// count again; at the end of its input it closes the connection and prints `CLOSED` (DatabaseConversionCommandTests).
 import DataProtection
 import DataProtectionGRDB
 import DataProtectionSQLite
@@ -16,8 +20,8 @@ import Foundation
 import GRDB
 
 let args = CommandLine.arguments
-guard args.count == 4 || args.count == 5 && args[4] == "initialized-first" else {
-    FileHandle.standardError.write(Data("usage: database-hold HOME DEVICES DIR [initialized-first]\n".utf8))
+guard args.count == 4 || args.count == 5 && ["initialized-first", "idle"].contains(args[4]) else {
+    FileHandle.standardError.write(Data("usage: database-hold HOME DEVICES DIR [initialized-first] | HOME DEVICES PATH idle\n".utf8))
     exit(64)
 }
 let rows = 300
@@ -48,6 +52,20 @@ func rawSum(_ db: ProtectedDatabase) throws -> Int64? {
 do {
     let domain = try ProtectionDomain.open(at: DomainLocation(home: args[1], deviceDirectory: args[2]), keyStore: .kernel(.session))
     let dir = args[3]
+    if args.count == 5 && args[4] == "idle" {
+        let db = try ProtectedDatabase.open(path: dir, protection: .none, files: domain.files)
+        let count = { answer { if case .integer(let n)? = try db.rows("SELECT count(*) FROM t").first?.first { n } else { nil } } }
+        let mode = try db.rows("PRAGMA journal_mode").first?.first
+        print("READY \(count()) \(mode.map { if case .text(let t) = $0 { t } else { "?" } } ?? "?")")
+        fflush(nil)
+        while let line = readLine() {
+            print(line == "check" ? count() : "unknown command \(line)")
+            fflush(nil)
+        }
+        db.close()
+        print("CLOSED")
+        exit(0)
+    }
     if args.count == 5 {
         _ = try DatabaseQueue()  // a plain in-memory GRDB database first: SQLite initializes (the same libsqlite3)
         let complete = answer { try ProtectedDatabase.open(path: dir + "/first-a.db", protection: .complete, files: domain.files).rows(sum).count == 0 ? 0 : 1 }
