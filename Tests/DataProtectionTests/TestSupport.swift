@@ -4,9 +4,9 @@ import DataProtection
 import ProtectionCrypto
 import XCTest
 
-/// A fresh directory under /tmp, removed when the test ends.
-func temporaryDirectory(_ test: XCTestCase, _ name: String = #function) throws -> String {
-    let dir = NSTemporaryDirectory() + "dp-\(name.filter { $0.isLetter || $0.isNumber })-\(UUID().uuidString.prefix(8))"
+/// A fresh directory under `base` (/tmp unless told), removed when the test ends.
+func temporaryDirectory(_ test: XCTestCase, _ name: String = #function, under base: String = NSTemporaryDirectory()) throws -> String {
+    let dir = base + "dp-\(name.filter { $0.isLetter || $0.isNumber })-\(UUID().uuidString.prefix(8))"
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     test.addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
     return dir
