@@ -46,14 +46,18 @@ extension ProtectedFileHandle {
     /// Chunks past the committed size need no record: rollback cuts them away.
     /// So a sequential write costs one journal header and fsync per commit.
     /// - Parameter whole: the chunks the write replaces whole. When the caller journals those itself
-    ///   (`callerJournalsWholeChunks`), the ones before the committed last chunk get no record, and a write made only of
-    ///   them leaves the journal as it is (no header, no fsync): the caller's own recovery rewrites them whole
-    ///   (FORMAT.md §6.7.5). The committed last chunk is always journaled: opening the file authenticates it.
+    ///   (`callerJournalsWholeChunks`), the ones after chunk 0 and before the committed last chunk get no record, and a
+    ///   write made only of them leaves the journal as it is (no header, no fsync): the caller's own recovery rewrites
+    ///   them whole (FORMAT.md §6.7.5). Chunk 0 and the committed last chunk are always journaled: opening the file reads
+    ///   them before the caller's recovery runs.
     func journalChunks(_ st: inout State, _ range: Range<Int64>, whole: Range<Int64>) throws(ProtectionError) {
         guard st.journal != nil, let committed = st.committedSize else { return }
         let count = layout.chunkCount(forPlaintextSize: committed)
         let upper = min(range.upperBound, count)
-        let left = st.callerJournalsWholeChunks ? whole.clamped(to: range.lowerBound..<max(range.lowerBound, count - 1)) : 0..<0
+        // Chunk 0 is read before any recovery of the caller's (the open reads it, and so does SQLite for its header
+        // before it looks for a hot journal): a torn overwrite there must roll back here (FORMAT.md §6.7.5).
+        let lo = max(range.lowerBound, 1)
+        let left = st.callerJournalsWholeChunks ? whole.clamped(to: lo..<max(lo, count - 1)) : 0..<0
         if left == range { return }  // only whole interior chunks: nothing of the handle's to roll back
         var need: [Int64] = []
         if range.lowerBound < upper {

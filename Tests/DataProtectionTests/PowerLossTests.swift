@@ -159,9 +159,6 @@ final class PowerLossTests: XCTestCase {
     /// The class of a database verdict's detail when it is a defect found by this model and not yet fixed (reported on
     /// issue 21; docs/TESTING.md), else nil: anything else fails the test.
     ///
-    /// - "main-file chunk torn": a whole-chunk overwrite of the main file left out of the chunk journal (FORMAT.md
-    ///   §6.7.5) was torn by the cut; the next open reads chunk 0 (or SQLite reads a page) before SQLite's own rollback
-    ///   or checkpoint rewrites it, and the read fails authentication. Gone with the rule switched off.
     /// - "journal/WAL tail torn": SQLite's journal or WAL whose header or last chunk never reached the disk: SQLite
     ///   tolerates garbage there (it reads the journal's tail for a super-journal name), the protected file fails to open
     ///   or authenticate instead.
@@ -170,9 +167,6 @@ final class PowerLossTests: XCTestCase {
     ///   an acknowledged transaction back: SQLite's documented behaviour, not the library's. Gone at EXTRA.
     static func knownDatabaseDefect(_ detail: String, _ op: CrashOp, database: String) -> String? {
         guard op == .databaseRollback || op == .databaseWAL else { return nil }
-        if detail.hasPrefix("torn: "), detail.contains("unable to read '\(database)': chunk"), detail.contains("failed authentication") {
-            return "main-file chunk torn (§6.7.5)"
-        }
         if detail.hasPrefix("torn: "), detail.contains("'\(database)-journal'") || detail.contains("'\(database)-wal'"),
             detail.contains("no protected-file magic") || detail.contains("failed authentication")
         {
