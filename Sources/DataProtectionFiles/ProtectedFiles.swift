@@ -360,10 +360,16 @@ public final class ProtectedFiles: Sendable {
     /// Makes the new empty file open as `fd` (made by the caller, at `path`) a protected file with `header`: wraps a new
     /// per-file key inside one admission, hands it to a registered handle, and writes the header and the empty chunk.
     ///
-    /// - Parameter remove: removes the new file; called on failure, before `fd` is closed (a replace's lock goes with it).
+    /// - Parameters:
+    ///   - remove: removes the new file; called on failure, before `fd` is closed (a replace's lock goes with it).
+    ///   - deferringHeader: a replace's temporary file, which nobody opens by its name and which is renamed only after
+    ///     `completeCreation`: its header waits for the first write, so a file written whole seals its first chunk
+    ///     once (not empty first). A file created at its real name gets both now: from the moment `create` returns
+    ///     (and after a crash) it is a valid empty protected file.
     /// A replace's temporary file is not `journaled`: the rename makes it atomic.
     func newFile(
-        _ fd: Int32, header: FileHeader, generation: UInt32, path: String, journaled: Bool, via: ProtectedDataEntryPoint, remove: () -> Void
+        _ fd: Int32, header: FileHeader, generation: UInt32, path: String, journaled: Bool, deferringHeader: Bool = false, via: ProtectedDataEntryPoint,
+        remove: () -> Void
     ) throws(ProtectionError) -> ProtectedFileHandle {
         var header = header
         let protection = header.protectionClass, cipher = header.cipher
@@ -392,6 +398,10 @@ public final class ProtectedFiles: Sendable {
             remove()
             io.close(fd)
             throw error
+        }
+        if deferringHeader {
+            h.deferHeader(header.encoded())
+            return h
         }
         do throws(ProtectionError) {
             try h.writeHeaderAndEmptyChunk(header.encoded())
@@ -550,9 +560,12 @@ public final class ProtectedFiles: Sendable {
             }
             let replace: AtomicReplace
             do throws(SystemError) { replace = try AtomicReplace(replacing: path, mode: 0o600, io: io) } catch { throw .replace(error, "write", path, io: io) }
-            let h = try newFile(replace.fd, header: header, generation: generation, path: replace.temporaryPath, journaled: false, via: via) { replace.discard() }
+            let h = try newFile(
+                replace.fd, header: header, generation: generation, path: replace.temporaryPath, journaled: false, deferringHeader: true, via: via
+            ) { replace.discard() }
             do throws(ProtectionError) {
                 try fill(h)
+                try h.completeCreation()  // the header (and, for an empty file, its empty chunk) before the sync and the rename
                 if durable { try h.sync() }
                 do throws(SystemError) { try replace.commit(syncingFile: false, syncingDirectory: durable, keepingAttributes: true) } catch {
                     throw io.failure(error, "replace", path)
