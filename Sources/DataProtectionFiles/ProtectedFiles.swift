@@ -346,8 +346,9 @@ public final class ProtectedFiles: Sendable {
         let generation = try keys.currentGeneration(of: protection)
         let header = FileHeader(
             version: FileHeader.currentVersion, protectionClass: protection, cipher: ChunkCipher.forNewFiles(options.cipher), chunkShift: shift,
-            classKeyGeneration: generation, fileID: [UInt8](repeating: 0, count: Self.fileIDBytes),
-            wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
+            // No placeholder identifier or MAC: `newFile` sets both before anything reads them (two allocations less
+            // per create); the wrapped key's placeholder gives the fixed fields its length.
+            classKeyGeneration: generation, fileID: [], wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)), mac: [])
         return (header, generation)
     }
 
@@ -374,6 +375,7 @@ public final class ProtectedFiles: Sendable {
         var header = header
         let protection = header.protectionClass, cipher = header.cipher
         let h: ProtectedFileHandle
+        var encoded: [UInt8] = []  // the header's 176 bytes, encoded once: the MAC's input, then what is written
         do throws(ProtectionError) {
             // The per-file key is made, wrapped and handed to a registered handle inside one admission.
             h = try keys.admit(protection, via: via) { (access, epoch) throws(ProtectionError) -> ProtectedFileHandle in
@@ -390,7 +392,9 @@ public final class ProtectedFiles: Sendable {
                 }
                 let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: cipher, sealsPerKeyNonce: sealsPerKeyNonce) }
                 drawn.withUnsafeBytes { fk.content.seedKeyNonce(UnsafeRawBufferPointer(rebasing: $0[(32 + Self.fileIDBytes)...])) }
-                header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
+                encoded = header.encoded()
+                header.mac = try crypto { () throws(CryptoError) in try encoded.span.bytes.withUnsafeBytes { (b) throws(CryptoError) in try fk.headerMAC(of: b) } }
+                encoded.replaceSubrange((FileHeader.fixedSize + FileHeader.wrappedKeySlot)..<FileHeader.size, with: header.mac)
                 return makeHandle(
                     path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false, via: via)
             }
@@ -400,11 +404,11 @@ public final class ProtectedFiles: Sendable {
             throw error
         }
         if deferringHeader {
-            h.deferHeader(header.encoded())
+            h.deferHeader(encoded)
             return h
         }
         do throws(ProtectionError) {
-            try h.writeHeaderAndEmptyChunk(header.encoded())
+            try h.writeHeaderAndEmptyChunk(encoded)
         } catch {
             remove()
             h.close()
