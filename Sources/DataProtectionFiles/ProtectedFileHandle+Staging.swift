@@ -28,6 +28,11 @@ extension ProtectedFileHandle {
         var journal: WriteJournal?
         /// The plaintext size as of the last commit; nil for a created file never synced (nothing to roll back to).
         var committedSize: Int64?
+        /// A replace's temporary file whose header is not written yet: the first write writes it, before its chunks
+        /// (so the first chunk is sealed once, not once empty and again with data); `completeCreation` writes it with
+        /// the empty chunk when nothing was written. Nil for every other handle (a file at its real name gets both at
+        /// create: it must never be seen without them).
+        var pendingHeader: [UInt8]?
         /// A journaled change that failed half-way: the file no longer matches this handle, so writes stop.
         var failed: ProtectionError?
         /// Whether the caller journals every whole, interior chunk it overwrites itself (a database's main file under

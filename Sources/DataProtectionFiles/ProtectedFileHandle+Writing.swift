@@ -13,22 +13,48 @@ import Glibc
 extension ProtectedFileHandle {
     /// Writes a new file's header and its single empty last chunk, in one `pwrite` from offset 0.
     func writeHeaderAndEmptyChunk(_ header: [UInt8]) throws(ProtectionError) {
+        try state.withLock { (st) throws(ProtectionError) in try writeHeaderAndEmptyChunk(&st, header) }
+    }
+
+    /// Holds back a replace's temporary file's header until its first write (see `State.pendingHeader`).
+    func deferHeader(_ header: [UInt8]) { state.withLock { $0.pendingHeader = header } }
+
+    /// Makes a replace's temporary file a valid protected file before it is synced and renamed: writes the header and
+    /// the empty chunk if nothing wrote the header yet (an empty file: its only chunk is the empty one).
+    func completeCreation() throws(ProtectionError) {
         try state.withLock { (st) throws(ProtectionError) in
-            let sealer = try live(&st, "create")
-            st.tail = -1
-            let slot = st.tailSlot  // scratch: the empty chunk has no plaintext to keep
-            do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
-                throw ProtectionError(.io(EIO), "unable to create '\(path)': \(error.message)", path: path, underlying: error)
-            }
-            sealer.withSession { sealer.seal(slot, count: 0, intoSlot: slot, index: 0, last: true, in: &$0) }
-            let chunkAt = Int(layout.offset(ofChunk: 0)), total = chunkAt + layout.overhead
-            assert(header.count == chunkAt, "the header ends where chunk 0 starts")
-            try withUnsafeTemporaryAllocation(byteCount: total, alignment: 16) { (b) throws(ProtectionError) in
-                header.withUnsafeBytes { b.copyMemory(from: $0) }
-                (b.baseAddress! + chunkAt).copyMemory(from: slot, byteCount: layout.overhead)
-                do throws(SystemError) { try io.writeFully(st.fd, from: UnsafeRawBufferPointer(b), at: 0) } catch { throw ioError(error, "create") }
-            }
+            guard let header = st.pendingHeader else { return }
+            try writeHeaderAndEmptyChunk(&st, header)
         }
+    }
+
+    private func writeHeaderAndEmptyChunk(_ st: inout State, _ header: [UInt8]) throws(ProtectionError) {
+        let sealer = try live(&st, "create")
+        st.tail = -1
+        let slot = st.tailSlot  // scratch: the empty chunk has no plaintext to keep
+        do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
+            throw ProtectionError(.io(EIO), "unable to create '\(path)': \(error.message)", path: path, underlying: error)
+        }
+        sealer.withSession { sealer.seal(slot, count: 0, intoSlot: slot, index: 0, last: true, in: &$0) }
+        let chunkAt = Int(layout.offset(ofChunk: 0)), total = chunkAt + layout.overhead
+        assert(header.count == chunkAt, "the header ends where chunk 0 starts")
+        try withUnsafeTemporaryAllocation(byteCount: total, alignment: 16) { (b) throws(ProtectionError) in
+            header.withUnsafeBytes { b.copyMemory(from: $0) }
+            (b.baseAddress! + chunkAt).copyMemory(from: slot, byteCount: layout.overhead)
+            do throws(SystemError) { try io.writeFully(st.fd, from: UnsafeRawBufferPointer(b), at: 0) } catch { throw ioError(error, "create") }
+        }
+        st.pendingHeader = nil
+    }
+
+    /// Writes a replace's held-back header (before the first chunk it precedes: the file is invisible under its
+    /// temporary name until `completeCreation` and the rename, and discarded if anything fails before).
+    @inline(__always)
+    private func writePendingHeader(_ st: inout State) throws(ProtectionError) {
+        guard let header = st.pendingHeader else { return }
+        do throws(SystemError) {
+            try header.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(st.fd, from: b, at: 0) }
+        } catch { throw ioError(error, "create") }
+        st.pendingHeader = nil
     }
 
     /// Writes `count` bytes from `src` at plaintext `offset`, re-sealing every touched chunk.
@@ -39,6 +65,7 @@ extension ProtectedFileHandle {
             throw ProtectionError(.fileTooLarge, "unable to write '\(path)': a protected file holds at most 256 TiB", path: path)
         }
         let newSize = max(oldSize, end)
+        try writePendingHeader(&st)
         let cs = Int64(layout.chunkSize)
         let oldLast = layout.chunkCount(forPlaintextSize: oldSize) - 1
         let newLast = layout.chunkCount(forPlaintextSize: newSize) - 1

@@ -346,8 +346,9 @@ public final class ProtectedFiles: Sendable {
         let generation = try keys.currentGeneration(of: protection)
         let header = FileHeader(
             version: FileHeader.currentVersion, protectionClass: protection, cipher: ChunkCipher.forNewFiles(options.cipher), chunkShift: shift,
-            classKeyGeneration: generation, fileID: [UInt8](repeating: 0, count: Self.fileIDBytes),
-            wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)))
+            // No placeholder identifier or MAC: `newFile` sets both before anything reads them (two allocations less
+            // per create); the wrapped key's placeholder gives the fixed fields its length.
+            classKeyGeneration: generation, fileID: [], wrappedKey: [UInt8](repeating: 0, count: FileHeader.wrappedKeyLength(for: protection)), mac: [])
         return (header, generation)
     }
 
@@ -360,14 +361,21 @@ public final class ProtectedFiles: Sendable {
     /// Makes the new empty file open as `fd` (made by the caller, at `path`) a protected file with `header`: wraps a new
     /// per-file key inside one admission, hands it to a registered handle, and writes the header and the empty chunk.
     ///
-    /// - Parameter remove: removes the new file; called on failure, before `fd` is closed (a replace's lock goes with it).
+    /// - Parameters:
+    ///   - remove: removes the new file; called on failure, before `fd` is closed (a replace's lock goes with it).
+    ///   - deferringHeader: a replace's temporary file, which nobody opens by its name and which is renamed only after
+    ///     `completeCreation`: its header waits for the first write, so a file written whole seals its first chunk
+    ///     once (not empty first). A file created at its real name gets both now: from the moment `create` returns
+    ///     (and after a crash) it is a valid empty protected file.
     /// A replace's temporary file is not `journaled`: the rename makes it atomic.
     func newFile(
-        _ fd: Int32, header: FileHeader, generation: UInt32, path: String, journaled: Bool, via: ProtectedDataEntryPoint, remove: () -> Void
+        _ fd: Int32, header: FileHeader, generation: UInt32, path: String, journaled: Bool, deferringHeader: Bool = false, via: ProtectedDataEntryPoint,
+        remove: () -> Void
     ) throws(ProtectionError) -> ProtectedFileHandle {
         var header = header
         let protection = header.protectionClass, cipher = header.cipher
         let h: ProtectedFileHandle
+        var encoded: [UInt8] = []  // the header's 176 bytes, encoded once: the MAC's input, then what is written
         do throws(ProtectionError) {
             // The per-file key is made, wrapped and handed to a registered handle inside one admission.
             h = try keys.admit(protection, via: via) { (access, epoch) throws(ProtectionError) -> ProtectedFileHandle in
@@ -384,7 +392,9 @@ public final class ProtectedFiles: Sendable {
                 }
                 let fk = try crypto { () throws(CryptoError) in try FileKeys(fileKey: fileKey, cipher: cipher, sealsPerKeyNonce: sealsPerKeyNonce) }
                 drawn.withUnsafeBytes { fk.content.seedKeyNonce(UnsafeRawBufferPointer(rebasing: $0[(32 + Self.fileIDBytes)...])) }
-                header.mac = try crypto { () throws(CryptoError) in try fk.headerMAC(header) }
+                encoded = header.encoded()
+                header.mac = try crypto { () throws(CryptoError) in try encoded.span.bytes.withUnsafeBytes { (b) throws(CryptoError) in try fk.headerMAC(of: b) } }
+                encoded.replaceSubrange((FileHeader.fixedSize + FileHeader.wrappedKeySlot)..<FileHeader.size, with: header.mac)
                 return makeHandle(
                     path: path, fd: fd, header: header, keys: fk, size: 0, writable: true, epoch: epoch, journaled: journaled, committed: false, via: via)
             }
@@ -393,8 +403,12 @@ public final class ProtectedFiles: Sendable {
             io.close(fd)
             throw error
         }
+        if deferringHeader {
+            h.deferHeader(encoded)
+            return h
+        }
         do throws(ProtectionError) {
-            try h.writeHeaderAndEmptyChunk(header.encoded())
+            try h.writeHeaderAndEmptyChunk(encoded)
         } catch {
             remove()
             h.close()
@@ -550,9 +564,12 @@ public final class ProtectedFiles: Sendable {
             }
             let replace: AtomicReplace
             do throws(SystemError) { replace = try AtomicReplace(replacing: path, mode: 0o600, io: io) } catch { throw .replace(error, "write", path, io: io) }
-            let h = try newFile(replace.fd, header: header, generation: generation, path: replace.temporaryPath, journaled: false, via: via) { replace.discard() }
+            let h = try newFile(
+                replace.fd, header: header, generation: generation, path: replace.temporaryPath, journaled: false, deferringHeader: true, via: via
+            ) { replace.discard() }
             do throws(ProtectionError) {
                 try fill(h)
+                try h.completeCreation()  // the header (and, for an empty file, its empty chunk) before the sync and the rename
                 if durable { try h.sync() }
                 do throws(SystemError) { try replace.commit(syncingFile: false, syncingDirectory: durable, keepingAttributes: true) } catch {
                     throw io.failure(error, "replace", path)

@@ -34,6 +34,8 @@ func fileOps(_ argv: [String]) throws {
             try h.write(UnsafeRawBufferPointer(block), at: 0)
             h.close()
         }
+    case "small-put":  // DIR N: N new 4 KiB files DIR/0 … DIR/N-1, each one whole-file write (atomic replace, durable)
+        for i in 0..<number { try files.write(UnsafeRawBufferPointer(block), to: "\(path)/\(i)", protection: .complete) }
     case "small-read":  // DIR N: open+read+close of DIR/0 … DIR/N-1
         for i in 0..<number {
             let h = try files.open("\(path)/\(i)")

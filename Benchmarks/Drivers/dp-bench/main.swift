@@ -11,7 +11,7 @@
 //       random 4 KiB reads of a 64 MiB protected file (the figure `lock-check` measured until a131561)
 //   dp-bench seal-cost [--chunks 32768] [--rounds 7]
 //       AES-256-GCM per 4 KiB chunk in memory: direct nonces against extended nonces (a subkey per key nonce)
-//   dp-bench fileops seq-write|seq-read PATH MIB | small-write|small-read DIR N | random-read PATH OPS
+//   dp-bench fileops seq-write|seq-read PATH MIB | small-write|small-put|small-read DIR N | random-read PATH OPS
 //       one file operation per process on the dpctl domain's protected files (Benchmarks/compare)
 import Foundation
 
