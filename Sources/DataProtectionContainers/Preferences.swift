@@ -7,7 +7,10 @@ import Glibc
 #endif
 
 /// A value in a preferences store: the property-list kinds `UserDefaults` keeps.
-public indirect enum PreferenceValue: Sendable, Equatable {
+///
+/// Not `indirect`: the array and dictionary cases already hold their elements out of line, so a scalar value needs
+/// no box of its own.
+public enum PreferenceValue: Sendable, Equatable {
     case bool(Bool)
     case integer(Int64)
     case double(Double)
