@@ -26,6 +26,17 @@ extension ProtectedFileHandle {
         }
     }
 
+    /// Forgets the kept last chunk, without a system call: the start of a read transaction, after which another
+    /// handle may have re-sealed that chunk (a WAL's commit appends into it).
+    ///
+    /// The size is left as it is. Where another handle changed it since, a read still returns only authenticated bytes:
+    /// each chunk is opened as chunk `j` of a file of this handle's size (its index, its "last" flag and its length are
+    /// bound into the seal), so a chunk re-sealed or moved since fails and the caller reads again after
+    /// `reloadAfterOtherWriters()`, and a read past the known end comes back short, which the caller treats the same way.
+    package func forgetKeptLastChunk() {
+        state.withLock { $0.tail = -1 }
+    }
+
     /// Throws `.locked` when the handle's class was locked (its keys are wiped then), and gets keys again after an unlock.
     ///
     /// The check a database makes at the start of every statement, which SQLite may answer from its page cache without

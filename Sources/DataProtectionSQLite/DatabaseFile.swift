@@ -61,6 +61,9 @@ final class ProtectedDatabaseFile: DatabaseFile {
     var forget: (() -> Void)?
     /// Unregisters the holder through which a lock wipes this main database's page cache (`PageWipe`).
     var pageCacheRelease: (() -> Void)?
+    /// Set at the start of a WAL read transaction, which leaves the handle's size as it was (`forgetAfterOtherWriters`):
+    /// the next `xFileSize` takes the size from the file first.
+    var sizeMayBeStale = false
 
     init(handle: ProtectedFileHandle, io: any FileIO, deleteOnClose: Bool) {
         self.handle = handle
@@ -81,6 +84,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
 
     /// Reads; a short read (past the end) is zero-filled as SQLite requires.
     ///
+    /// The handle's size may be older than the file's (a WAL read transaction starts without taking it again:
+    /// `forgetAfterOtherWriters`); a read that meets another size is one of the failed first reads below.
     /// Another connection's handle may be re-sealing a chunk this read needs while it reads: in WAL mode a writer
     /// appends frames while readers read earlier frames, and frames (4120 bytes) share chunks, so the chunk that holds
     /// the end of a reader's snapshot is re-sealed by the next commit; a checkpoint grows the database under readers and
@@ -96,6 +101,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
             if n < buffer.count {
                 n = try sealed(.shared) { () throws(ProtectionError) -> Int in
                     try handle.reloadAfterOtherWriters()
+                    sizeMayBeStale = false
                     return try handle.read(into: buffer, at: offset)
                 }
             }
@@ -128,7 +134,10 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func size(_ out: inout Int64) -> Int32 {
-        do throws(ProtectionError) { out = try handle.size } catch { return VFSFailure.record(error, io: DP_IOERR_FSTAT) }
+        do throws(ProtectionError) {
+            if sizeMayBeStale { try reloadAfterOtherWriters() }
+            out = try handle.size
+        } catch { return VFSFailure.record(error, io: DP_IOERR_FSTAT) }
         return SQLITE_OK
     }
 

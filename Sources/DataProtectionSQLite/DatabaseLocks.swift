@@ -74,10 +74,36 @@ extension ProtectedDatabaseFile {
         return try body()
     }
 
-    /// Forgets what the handle knew of the file (size, kept last chunk), under the seal lock: the start of a
-    /// transaction, after which another connection may have written it.
+    /// Forgets what the handle knew of the file (size, kept last chunk), under the seal lock: the start of a write
+    /// transaction or a checkpoint, after which this handle may write (its rollback point is then the file as it is).
     func reloadAfterOtherWriters() throws(ProtectionError) {
         try sealed(.shared) { () throws(ProtectionError) in try handle.reloadAfterOtherWriters() }
+        sizeMayBeStale = false
+    }
+
+    /// Takes the size from the file again without the seal lock, holding SQLite's SHARED lock: the start of a
+    /// rollback-mode transaction.
+    ///
+    /// SHARED keeps out every writer of the main file in rollback mode (they need EXCLUSIVE), so the size is whole
+    /// chunks. In WAL mode, where a checkpoint writes the file under SHARED, a size taken half-way through its growth
+    /// that fits no layout is taken again under the seal lock; one that fits is safe to read with (`read(_:at:)`), and a
+    /// checkpoint takes it again under the lock before it writes.
+    func reloadHoldingSharedLock() throws(ProtectionError) {
+        do throws(ProtectionError) { try handle.reloadAfterOtherWriters() } catch where error.code == .authenticationFailed {
+            try reloadAfterOtherWriters()
+        }
+        sizeMayBeStale = false
+    }
+
+    /// The start of a WAL read transaction, without a system call: the handle forgets its kept last chunk (another
+    /// connection's commit may have re-sealed it), and the next `xFileSize` takes the size from the file.
+    ///
+    /// Reads made meanwhile with the size as it was return only authenticated bytes, or fail and are made again under
+    /// the seal lock with the size taken anew (`read(_:at:)`). SQLite reads a WAL reader's snapshot size from the
+    /// wal-index, and the database's from its header, so the file's size is needed only where `xFileSize` asks for it.
+    func forgetAfterOtherWriters() {
+        handle.forgetKeptLastChunk()
+        sizeMayBeStale = true
     }
 
     /// `xLock`: raises the lock to `want` (SHARED, RESERVED or EXCLUSIVE; SQLite never asks for PENDING itself).
@@ -105,7 +131,7 @@ extension ProtectedDatabaseFile {
             _ = take(nil, Self.pendingByte, 1)
             guard rc == SQLITE_OK else { return rc }
             level = SQLITE_LOCK_SHARED
-            do throws(ProtectionError) { try reloadAfterOtherWriters() } catch {
+            do throws(ProtectionError) { try reloadHoldingSharedLock() } catch {
                 _ = take(nil, Self.pendingByte, 2 + Self.sharedSize)
                 level = SQLITE_LOCK_NONE
                 return VFSFailure.record(error, io: DP_IOERR_LOCK)

@@ -1,4 +1,4 @@
-import DataProtection
+@_spi(Testing) import DataProtection  // ProtectedFiles(…, io:): the file-system seam, counted
 import DataProtectionGRDB
 import DataProtectionSQLite
 import Foundation
@@ -147,5 +147,41 @@ final class DatabaseWALConcurrencyTests: DomainTestCase {
         XCTAssertEqual(failures.withLock { $0 }, [])
         print("GRDB pool: \(commits) commits under two readers, 40 isolation rounds, \(failures.withLock { $0.count }) failures")
         try pool.close()
+    }
+
+    /// A WAL read transaction makes no file-system call through the seam when SQLite answers it from its page cache:
+    /// it used to take the size of the database and of the WAL (two `fstat`s, each under the seal lock's two `fcntl`s)
+    /// every time. A reader on its own connection still sees every commit another connection makes between its reads,
+    /// including the frames that re-seal the chunk holding the end of its last snapshot (the size it kept is then
+    /// older than the file, and the read that meets it is made again under the seal lock).
+    /// The seam is `FaultyIO` set never to fire: it only counts the calls.
+    func testAWALReadTransactionMakesNoFileSystemCallAndStillSeesNewCommits() throws {
+        let io = FaultyIO(failAt: Int.max, mode: .eio, forever: false)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096), io: io)
+        let path = root + "/quiet-reads.db"
+        let writer = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { writer.close() }
+        try writer.execute("PRAGMA journal_mode = WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, pad BLOB)")
+        try writer.execute("INSERT INTO t(pad) VALUES (randomblob(300))")
+        let reader = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { reader.close() }
+        XCTAssertEqual(try Self.count(reader), 1)
+
+        let before = io.calls.load(ordering: .relaxed)
+        for _ in 0..<200 { XCTAssertEqual(try Self.count(reader), 1) }
+        let quiet = io.calls.load(ordering: .relaxed) - before
+        XCTAssertEqual(quiet, 0, "200 read transactions answered from SQLite's cache made \(quiet) file-system calls")
+
+        // Commits between reads: frames of 24 + 4,096 bytes end anywhere in a chunk, so each re-seals the chunk that
+        // ended the reader's last snapshot, and some grow the WAL by a chunk the reader has not seen.
+        for i in 2...120 {
+            try writer.execute("INSERT INTO t(pad) VALUES (randomblob(\(100 + i % 5 * 700)))")
+            XCTAssertEqual(try Self.count(reader), i, "the reader missed commit \(i)")
+        }
+        try writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  // the WAL shrinks to nothing under the reader's kept size
+        try writer.execute("INSERT INTO t(pad) VALUES (randomblob(50))")
+        XCTAssertEqual(try Self.count(reader), 121)
+        guard case .text(let ok)? = try reader.rows("PRAGMA integrity_check").first?.first else { return XCTFail("no integrity_check result") }
+        XCTAssertEqual(ok, "ok")
     }
 }
