@@ -57,6 +57,10 @@ extension ProtectedFileHandle {
             out.copyMemory(from: st.staging.baseAddress! + header.cipher.nonceSize + Int(from - st.tail * cs), byteCount: Int(to - from))
             return
         }
+        if st.keepsFirstChunk, to <= cs {
+            try readFirstChunk(&st, sealer, from: from, to: to, into: out)
+            return
+        }
         let lastOfFile = layout.chunkCount(forPlaintextSize: st.size) - 1
         let batch = Self.batchChunks(st.batchBytes, chunkSize: layout.chunkSize)
         var i = layout.chunkIndex(containing: from)
@@ -98,6 +102,44 @@ extension ProtectedFileHandle {
             }
             i += Int64(n)
         }
+    }
+
+    /// Reads plaintext `[from, to)` of chunk 0 for a handle that keeps it between reads: its disk bytes are read every
+    /// time, and opened only when they differ from the bytes last opened (or the length or "last" flag it is opened
+    /// with changed).
+    ///
+    /// Why skipping the open is safe: the same disk bytes, under the same key, index, flag and length, open to the
+    /// same plaintext, so the kept plaintext is exactly what opening them again would return; any other bytes (a
+    /// re-seal by any writer draws a fresh nonce; tampering) are opened, and fail as any read would. The kept
+    /// plaintext is staged memory: wiped on close and when a lock revokes the handle (`dropPlaintext`).
+    func readFirstChunk(_ st: inout State, _ sealer: ChunkSealer, from: Int64, to: Int64, into out: UnsafeMutableRawPointer) throws(ProtectionError) {
+        let stride = layout.stride
+        let plen = layout.plaintextLength(ofChunk: 0, plaintextSize: st.size)
+        let last = layout.chunkCount(forPlaintextSize: st.size) == 1
+        let len = plen + layout.overhead
+        let disk = st.reserve(1, stride: stride)
+        let got: Int
+        do throws(SystemError) {
+            got = try io.readFully(st.fd, into: UnsafeMutableRawBufferPointer(start: disk, count: len), at: layout.offset(ofChunk: 0))
+        } catch { throw ioError(error, "read") }
+        guard got == len else {
+            throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks; restore it from a backup", path: path)
+        }
+        if st.firstChunk == nil { st.firstChunk = .allocate(byteCount: 2 * stride, alignment: 16) }
+        let kept = st.firstChunk!.baseAddress!, plain = kept + stride
+        if !(st.firstChunkLength == plen && st.firstChunkLast == last && memcmp(disk, kept, len) == 0) {
+            st.firstChunkLength = -1
+            do throws(CryptoError) {
+                try sealer.withSession { (session) throws(CryptoError) in try sealer.open(slot: disk, count: plen, into: plain, index: 0, last: last, in: &session) }
+            } catch {
+                wipeMemory(UnsafeMutableRawBufferPointer(start: plain, count: plen))  // nothing unauthenticated stays
+                throw authFailure(error, chunk: 0)
+            }
+            kept.copyMemory(from: disk, byteCount: len)
+            st.firstChunkLength = plen
+            st.firstChunkLast = last
+        }
+        out.copyMemory(from: plain + Int(from), byteCount: Int(to - from))
     }
 
     /// Reads and opens chunk `j` (of a file of `size` bytes) into its staging slot; returns the plaintext pointer.

@@ -52,6 +52,13 @@ extension ProtectedFileHandle {
         state.withLock { $0.callerJournalsWholeChunks = true }
     }
 
+    /// Keeps chunk 0 between reads, opening it again only when its bytes on disk changed (`readFirstChunk`): a
+    /// database's main file, whose page 1 SQLite reads at the start of every rollback-mode transaction (16 bytes of
+    /// its change counter), which otherwise costs opening the whole 4 KiB chunk each time.
+    package func keepFirstChunkBetweenReads() {
+        state.withLock { $0.keepsFirstChunk = true }
+    }
+
     /// Whether the handle's rollback journal is hot: it changed committed chunks since its last `sync()`. A database
     /// commits before it gives up its write lock, so the next writer (another handle) can start a journal of its own.
     package var holdsHotJournal: Bool { state.withLock { $0.journal?.hot == true } }

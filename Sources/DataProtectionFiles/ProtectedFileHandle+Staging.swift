@@ -44,12 +44,28 @@ extension ProtectedFileHandle {
         var bytesSealed: Int64 = 0
         var bytesOpened: Int64 = 0
 
-        deinit { staging.deallocate() }  // wiped by `finish`, which every handle's deinit runs first
+        /// For a handle that keeps chunk 0 between reads (`keepFirstChunkBetweenReads`): chunk 0 as last opened, its
+        /// disk bytes in the first stride and its plaintext in the second; nil until the first read of it.
+        var firstChunk: UnsafeMutableRawBufferPointer?
+        /// The plaintext length chunk 0 was opened with, or -1 when `firstChunk` holds nothing valid.
+        var firstChunkLength = -1
+        /// The "last" flag chunk 0 was opened with.
+        var firstChunkLast = false
+        /// Whether reads keep chunk 0 (a database's main file, whose page 1 SQLite reads at every rollback-mode
+        /// transaction for its change counter).
+        var keepsFirstChunk = false
 
-        /// Forgets the kept last chunk and zeroes the staging buffer: no plaintext outlives the keys or the handle.
+        deinit {  // wiped by `finish`, which every handle's deinit runs first
+            staging.deallocate()
+            firstChunk?.deallocate()
+        }
+
+        /// Forgets the kept chunks and zeroes the staging buffers: no plaintext outlives the keys or the handle.
         mutating func dropPlaintext() {
             tail = -1
             wipeMemory(staging)
+            firstChunkLength = -1
+            if let kept = firstChunk { wipeMemory(kept) }
         }
 
         /// The tail slot: nonce-sized gap, then the plaintext of chunk `tail`.

@@ -156,6 +156,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
             // SQLite journals (rollback) or logs (WAL) every page before it overwrites it here, and its recovery
             // rewrites the page whole: the chunk journal keeps only what SQLite does not cover (FORMAT.md §6.7.5).
             handle!.leaveWholeChunksToTheCallersJournal()
+            handle!.keepFirstChunkBetweenReads()
             do throws(ProtectionError) {
                 try file.holdConnectionLock()
                 try expectPageCache(of: file)
