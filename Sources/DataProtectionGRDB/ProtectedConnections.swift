@@ -44,6 +44,16 @@ extension GRDB.DatabaseError {
     /// later in the connection's life carries SQLite's ("authorization denied"): SQLite gives a VFS no way to set a
     /// connection's message.
     public var isProtectedDataLocked: Bool { resultCode == .SQLITE_AUTH }
+
+    /// Whether the statement failed because a page of the database, its journal or its WAL failed authentication: the
+    /// file was tampered with (or damaged), no byte of that page was returned, and the database should be restored
+    /// from a backup.
+    ///
+    /// The extended result code is the VFS's own corruption code (`DataProtectionSQLite.DatabaseError.tampered`,
+    /// 17419), which SQLite's own corruption findings never use; its primary code is `SQLITE_CORRUPT`, so code that
+    /// checks only that sees corruption. An open's error carries the library's message (naming the file, the chunk
+    /// and "restore it from a backup"); a statement's later in the connection's life carries SQLite's.
+    public var isProtectedDataTampered: Bool { extendedResultCode.rawValue == DataProtectionSQLite.DatabaseError.tampered }
 }
 
 /// The configuration every protected GRDB connection opens with.

@@ -135,4 +135,51 @@ final class GRDBIntegrationTests: DomainTestCase {
         try domain.unlock(passphrase: try secret(passphrase))
         try assertIntact(path, domain.files, rows: 21)
     }
+
+    /// A tampered page reaches a GRDB caller as `isProtectedDataTampered` (the VFS's extended code 17419 under
+    /// `SQLITE_CORRUPT`), never as rows: a page flipped inside the table fails the statement that reads it; a flipped
+    /// chunk 0 fails the open itself, with the library's message naming the file and the fix.
+    func testATamperedPageReachesGRDBAsTamperedNotAsRows() throws {
+        let domain = try unlockedDomain()
+        let path = root + "/tampered.db"
+        let q = try DatabaseQueue(protectedPath: path, protection: .completeUntilFirstUserAuthentication, files: domain.files)
+        try q.write { db in
+            try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, pad BLOB)")
+            for i in 0..<200 { try db.execute(sql: "INSERT INTO t(pad) VALUES (randomblob(?))", arguments: [500 + i]) }
+        }
+        try q.close()
+        let original = try readBytes(path)
+        let stride = 4096 + 40, chunks = (original.count - 176) / stride
+        XCTAssertGreaterThan(chunks, 10)
+
+        func flipped(chunk: Int) throws {
+            var bytes = original
+            bytes[176 + chunk * stride + 24 + 1000] ^= 0x40
+            try writeBytes(bytes, path)
+        }
+        func assertTampered(_ what: String, _ body: () throws -> Void) -> String {
+            do {
+                try body()
+                XCTFail("\(what) worked on a tampered database")
+            } catch let e as DatabaseError {
+                XCTAssertTrue(e.isProtectedDataTampered, "\(what): \(e)")
+                XCTAssertEqual(e.resultCode, .SQLITE_CORRUPT, "\(what): \(e)")
+                XCTAssertFalse(e.isProtectedDataLocked)
+                return e.message ?? ""
+            } catch { XCTFail("\(what): \(error)") }
+            return ""
+        }
+
+        try flipped(chunk: chunks / 2)  // a leaf page of t
+        let reader = try DatabaseQueue(protectedPath: path, protection: .none, files: domain.files)
+        _ = assertTampered("a statement reading the flipped page") { _ = try reader.read { try Data.fetchAll($0, sql: "SELECT pad FROM t") } }
+        try reader.close()
+
+        try flipped(chunk: 0)  // page 1: the schema, which the open reads
+        let message = assertTampered("the open") { _ = try DatabaseQueue(protectedPath: path, protection: .none, files: domain.files) }
+        XCTAssertTrue(message.contains(path) && message.contains("restore"), message)
+
+        try writeBytes(original, path)
+        try assertIntact(path, domain.files, rows: 200)
+    }
 }
