@@ -224,6 +224,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
             mainFiles.withLock { $0[key] = Weak(file) }
             file.forget = { [weak self] in _ = self?.mainFiles.withLock { $0.removeValue(forKey: key) } }
         } else if kind == SQLITE_OPEN_WAL {
+            file.isWAL = true
             let key = UnsafeRawPointer(sqlite3_filename_database(name)!)
             mainFiles.withLock { $0[key]?.file }?.wal = file
         }
@@ -330,7 +331,11 @@ nonisolated(unsafe) private let ioMethods: UnsafeMutablePointer<sqlite3_io_metho
     m.pointee.xCheckReservedLock = { f, out in object(f).checkReservedLock(&out!.pointee) }
     m.pointee.xFileControl = { f, op, arg in object(f).fileControl(op, arg) }
     m.pointee.xSectorSize = { _ in Int32(ProtectedVFS.pageSize) }
-    m.pointee.xDeviceCharacteristics = { _ in 0 }
+    // Powersafe overwrite, as the unix VFS says by default: a write changes no byte outside its range even after a power
+    // loss. True here because a write that re-seals a chunk holding other committed bytes (a WAL frame's neighbours)
+    // journals that chunk first, and recovery restores it whole. SQLite then does not pad a synced WAL commit to a
+    // sector boundary with copies of its last frame (each of which would re-seal that chunk once more).
+    m.pointee.xDeviceCharacteristics = { _ in SQLITE_IOCAP_POWERSAFE_OVERWRITE }
     m.pointee.xShmMap = { f, region, size, extend, out in
         var p: UnsafeMutableRawPointer?
         let rc = object(f).shmMap(Int(region), size: Int(size), extend: extend != 0, &p)

@@ -4,6 +4,10 @@ import DataProtectionSQLite
 import Foundation
 import GRDB
 import Locking
+import SystemLayer
+#if canImport(Glibc)
+import Glibc
+#endif
 import XCTest
 
 /// One writer and several readers in ONE process on a protected WAL database, each its own connection (its own handles
@@ -184,4 +188,79 @@ final class DatabaseWALConcurrencyTests: DomainTestCase {
         guard case .text(let ok)? = try reader.rows("PRAGMA integrity_check").first?.first else { return XCTFail("no integrity_check result") }
         XCTAssertEqual(ok, "ok")
     }
+    /// The WAL's chunk journal is committed before SQLite publishes a commit in the wal-index, never after: from the
+    /// moment the wal-index shows a commit another connection may checkpoint it into the database, and a chunk journal
+    /// still hot then would roll those frames out of the WAL at the next open after a power loss.
+    /// The seam (`PublishProbeIO`, real system calls) reads the wal-index header's `mxFrame` each time the WAL's chunk
+    /// journal is emptied (its commit): it must be below the `mxFrame` the commit publishes.
+    func testTheWALChunkJournalIsCommittedBeforeTheCommitIsPublished() throws {
+        let path = root + "/publish-order.db"
+        let probe = PublishProbeIO(walIndex: path + "-shm")
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096), io: probe)
+        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { db.close() }
+        try db.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(x, pad)")
+        try db.execute("INSERT INTO t VALUES (0, randomblob(100)); PRAGMA wal_checkpoint(PASSIVE)")  // the WAL is synced once: its writes are journaled from now on
+        var checked = 0
+        for i in 1...30 {
+            probe.seen.withLock { $0 = [] }
+            try db.rows("INSERT INTO t VALUES (?, randomblob(?))", [.integer(Int64(i)), .integer(Int64(100 + i * 150))])
+            let published = probe.mxFrame()
+            for during in probe.seen.withLock({ $0 }) {
+                XCTAssertLessThan(during, published, "commit \(i): the chunk journal was committed after the wal-index showed mxFrame \(during)")
+                checked += 1
+            }
+        }
+        XCTAssertGreaterThan(checked, 20, "the WAL's chunk journal was committed \(checked) times in 30 commits")
+    }
 }
+
+/// Real system calls, and a look at the wal-index header whenever the WAL's chunk journal is emptied (its commit).
+final class PublishProbeIO: FileIO, @unchecked Sendable {
+    let real = SystemFileIO()
+    let walIndex: String
+    let names = Locked<[Int32: String]>([:])
+    /// `mxFrame` of the wal-index at each commit of the WAL's chunk journal.
+    let seen = Locked<[UInt32]>([])
+
+    init(walIndex: String) { self.walIndex = walIndex }
+
+    /// The wal-index header's `mxFrame` (bytes 16–19 of the first copy, native order; walformat.html §2.1).
+    func mxFrame() -> UInt32 {
+        let fd = Glibc.open(walIndex, O_RDONLY)
+        guard fd >= 0 else { return 0 }
+        defer { Glibc.close(fd) }
+        var v: UInt32 = 0
+        return Glibc.pread(fd, &v, 4, 16) == 4 ? v : 0
+    }
+
+    private func named(_ fd: Int32, _ name: String) -> Int32 {
+        names.withLock { $0[fd] = name }
+        return fd
+    }
+
+    func open(_ path: String, flags: Int32, mode m: mode_t) throws(SystemError) -> Int32 { named(try real.open(path, flags: flags, mode: m), path) }
+    func openAt(_ d: Int32, _ n: String, flags: Int32, mode m: mode_t) throws(SystemError) -> Int32 { named(try real.openAt(d, n, flags: flags, mode: m), n) }
+    func close(_ fd: Int32) {
+        names.withLock { $0[fd] = nil }
+        real.close(fd)
+    }
+    func ftruncate(_ fd: Int32, to s: Int64) throws(SystemError) {
+        if s == 0, let n = names.withLock({ $0[fd] }), n.hasSuffix("-wal.dpjournal"), try real.size(fd) > 0 { seen.withLock { $0.append(mxFrame()) } }
+        try real.ftruncate(fd, to: s)
+    }
+    func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pread(fd, into: b, at: o) }
+    func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pwrite(fd, from: b, at: o) }
+    func read(_ fd: Int32, into b: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int { try real.read(fd, into: b) }
+    func write(_ fd: Int32, from b: UnsafeRawBufferPointer) throws(SystemError) -> Int { try real.write(fd, from: b) }
+    func seek(_ fd: Int32, to o: Int64, from w: Int32) throws(SystemError) -> Int64 { try real.seek(fd, to: o, from: w) }
+    func fsync(_ fd: Int32) throws(SystemError) { try real.fsync(fd) }
+    func size(_ fd: Int32) throws(SystemError) -> Int64 { try real.size(fd) }
+    func rename(_ a: String, to b: String) throws(SystemError) { try real.rename(a, to: b) }
+    func unlink(_ p: String) throws(SystemError) { try real.unlink(p) }
+    func renameAt(_ d: Int32, _ a: String, to b: String) throws(SystemError) { try real.renameAt(d, a, to: b) }
+    func unlinkAt(_ d: Int32, _ n: String) throws(SystemError) { try real.unlinkAt(d, n) }
+    func identityAt(_ d: Int32, _ n: String) throws(SystemError) -> (device: UInt64, inode: UInt64) { try real.identityAt(d, n) }
+    func copyUserAttributes(at d: Int32, from n: String, to fd: Int32) throws(SystemError) { try real.copyUserAttributes(at: d, from: n, to: fd) }
+}
+
