@@ -24,8 +24,11 @@ extension ProtectedFileHandle {
             path: path, underlying: failed)
     }
 
-    /// fsyncs the file, then empties the journal durably: the current contents become the committed state.
-    func commit(_ st: inout State) throws(ProtectionError) {
+    /// fsyncs the file, then empties the journal: the current contents become the committed state.
+    ///
+    /// - Parameter durably: fsync the emptied journal too (false: `commitForTheNextWriter`; then the next `sync()` of
+    ///   any handle of the file that syncs journals of other handles makes it durable).
+    func commit(_ st: inout State, durably: Bool = true) throws(ProtectionError) {
         do throws(SystemError) { try io.fsync(st.fd) } catch {
             // After a failed fsync the kernel may have dropped dirty pages: never commit what follows.
             let e = ioError(error, "sync")
@@ -33,7 +36,12 @@ extension ProtectedFileHandle {
             throw e
         }
         if st.journal != nil {
-            do throws(ProtectionError) { try st.journal!.commit(io) } catch {
+            do throws(ProtectionError) {
+                let hot = st.journal!.hot
+                try st.journal!.commit(io, durably: durably)
+                // Another handle may have emptied the journal lazily since this one's data was last synced.
+                if durably, !hot, st.syncsOtherHandlesCommits { try st.journal!.syncEmptiness(io) }
+            } catch {
                 st.failed = error
                 throw error
             }

@@ -51,6 +51,9 @@ extension ProtectedFileHandle {
         var firstChunkLength = -1
         /// The "last" flag chunk 0 was opened with.
         var firstChunkLast = false
+        /// Whether this handle's durable commits (`sync()`) also make another handle's lazy commit of the same file
+        /// durable (`commitForTheNextWriter`): a database's files, whose writers take turns under SQLite's locks.
+        var syncsOtherHandlesCommits = false
         /// Whether reads keep chunk 0 (a database's main file, whose page 1 SQLite reads at every rollback-mode
         /// transaction for its change counter).
         var keepsFirstChunk = false

@@ -33,6 +33,8 @@ struct WriteJournal {
     private var chain: [UInt8] = []
     /// Records written since the last fsync of the journal.
     private var unsynced = false
+    /// Emptied by this handle's `commit(_:durably: false)` and not fsynced since.
+    private var emptiedUnsynced = false
     /// Whether the directory was fsynced since `fd` was opened, so the journal's name outlives a power failure.
     private var named = false
     /// Chunks journaled since the last commit.
@@ -66,6 +68,7 @@ struct WriteJournal {
             end = Int64(JournalFormat.headerSize)
             hot = true
             unsynced = true
+            emptiedUnsynced = false  // the flush of this header makes the file durable as a whole
             journaled = []
         } catch {
             io.unlock(fd)
@@ -98,21 +101,42 @@ struct WriteJournal {
     ///
     /// The emptying is fsynced before this returns: an invalidation lost to a
     /// power failure would roll back data that `sync()` acknowledged.
-    mutating func commit(_ io: any FileIO) throws(ProtectionError) {
+    mutating func commit(_ io: any FileIO, durably: Bool = true) throws(ProtectionError) {
         guard hot else { return }
         do throws(SystemError) {
             try io.ftruncate(fd, to: 0)
-            try io.fsync(fd)
+            if durably { try io.fsync(fd) }
         } catch { throw ioError(error) }
         hot = false
+        emptiedUnsynced = !durably
         journaled = []
         io.unlock(fd)
+    }
+
+    /// Makes the journal's emptying durable, whichever handle emptied it (`commit(_:durably: false)`): fsyncs the
+    /// journal file if it exists. A handle whose data another handle of the same file commits lazily calls it at every
+    /// sync, so that a power loss never brings back a journal that would roll the synced data back.
+    mutating func syncEmptiness(_ io: any FileIO) throws(ProtectionError) {
+        if fd >= 0 {
+            do throws(SystemError) { try io.fsync(fd) } catch { throw ioError(error) }
+            emptiedUnsynced = false
+            return
+        }
+        let other: Int32
+        do throws(OwnedFileFailure) { other = try io.openOwned(path, flags: O_RDONLY) } catch .system(let e) where e.errno == ENOENT {
+            return
+        } catch { throw error.error("journal a change to", dataPath, at: path) }
+        defer { io.close(other) }
+        do throws(SystemError) { try io.fsync(other) } catch { throw ioError(error) }
     }
 
     /// Closes the journal: a cold one is removed, a hot one stays for recovery (the kernel drops the lock).
     mutating func close(_ io: any FileIO) {
         guard fd >= 0 else { return }
         if !hot, (try? io.tryLockExclusive(fd)) == true, (try? io.names(path, fd)) == true, (try? io.size(fd)) == 0 {
+            // Durably empty before the name goes: an unlink that a power loss undoes must not bring back the journal
+            // as it was before a lazy commit emptied it.
+            if emptiedUnsynced { try? io.fsync(fd) }
             try? io.unlink(path)  // an empty journal that outlives a power failure is removed by the next open
         }
         io.close(fd)

@@ -150,7 +150,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
         guard commitFrameHeaderAt >= 0, offset == commitFrameHeaderAt + Int64(header),
               (commitFrameHeaderAt - walHeader) % Int64(header + buffer.count) == 0, handle.holdsHotJournal
         else { return SQLITE_OK }
-        do throws(ProtectionError) { try handle.sync() } catch { return VFSFailure.record(error, io: DP_IOERR_WRITE) }
+        do throws(ProtectionError) { try handle.commitForTheNextWriter() } catch { return VFSFailure.record(error, io: DP_IOERR_WRITE) }
         return SQLITE_OK
     }
 

@@ -152,6 +152,9 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         // nil: another connection made it a protected file first.
         if handle == nil { handle = try openSealed(path, forWriting: writable, on: via) }
         let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
+        // A WAL's commits are handed to the next writer lazily (`commitForTheNextWriter`); every sync of any
+        // connection's handle then makes them durable, before SQLite relies on the file.
+        handle!.syncJournalsOfOtherHandlesToo()
         if kind == SQLITE_OPEN_MAIN_DB {
             // SQLite journals (rollback) or logs (WAL) every page before it overwrites it here, and its recovery
             // rewrites the page whole: the chunk journal keeps only what SQLite does not cover (FORMAT.md §6.7.5).

@@ -98,7 +98,7 @@ extension ProtectedDatabaseFile {
         if flags & SQLITE_SHM_UNLOCK != 0 {
             var rc = SQLITE_OK
             if offset == 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal, wal.handle.holdsHotJournal {  // WAL_WRITE_LOCK
-                do throws(ProtectionError) { try wal.handle.sync() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
+                do throws(ProtectionError) { try wal.handle.commitForTheNextWriter() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
             }
             _ = index.file.lock(nil, start: start, length: Int64(count))
             return rc

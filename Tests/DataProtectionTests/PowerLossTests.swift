@@ -33,6 +33,9 @@ final class PowerLossTests: XCTestCase {
     /// the cut points (every call that orders the disk, the one before it, and seeded others; `DP_POWERLOSS_CUTS`).
     func testDatabaseRollbackJournal() throws { try powerLoss(.databaseRollback, cutPoints: Self.databaseCutPoints) }
     func testDatabaseWAL() throws { try powerLoss(.databaseWAL, cutPoints: Self.databaseCutPoints) }
+    /// WAL at `synchronous = NORMAL` with a checkpointing second connection: lazy commits of the WAL's chunk journal
+    /// (`commitForTheNextWriter`) are made durable by the checkpointer's sync before its copy into the database.
+    func testDatabaseWALNormalWithACheckpointer() throws { try powerLoss(.databaseWALNormal, cutPoints: Self.databaseCutPoints) }
 
     /// The model itself: unsynced data and names can go, fsynced ones stay.
     func testModelDropsOnlyWhatWasNotSynced() throws {
@@ -166,7 +169,7 @@ final class PowerLossTests: XCTestCase {
     ///   the directory at `synchronous = FULL` (only EXTRA syncs it), so the cut can bring the hot journal back and roll
     ///   an acknowledged transaction back: SQLite's documented behaviour, not the library's. Gone at EXTRA.
     static func knownDatabaseDefect(_ detail: String, _ op: CrashOp, database: String) -> String? {
-        guard op == .databaseRollback || op == .databaseWAL else { return nil }
+        guard op == .databaseRollback || op == .databaseWAL || op == .databaseWALNormal else { return nil }
         if detail.hasPrefix("torn: "), detail.contains("'\(database)-journal'") || detail.contains("'\(database)-wal'"),
             detail.contains("no protected-file magic") || detail.contains("failed authentication")
         {

@@ -20,6 +20,11 @@ public enum CrashOp: String, CaseIterable, Sendable {
     case databaseRollback = "database-rollback"
     /// The same in WAL mode, checkpointing every 10 pages.
     case databaseWAL = "database-wal"
+    /// WAL at `synchronous = NORMAL`, with a second connection checkpointing after every commit: commits are handed
+    /// to the next writer lazily (no fsync of the emptied chunk journal), and the checkpointer's sync must make them
+    /// durable before it copies their frames into the database. A power loss may lose acknowledged transactions here
+    /// (SQLite's NORMAL), never leave one in part or an inconsistent database.
+    case databaseWALNormal = "database-wal-normal"
     /// `DatabaseUnit.protect` of a plain database (DatabaseScenario.swift).
     case databaseProtect = "database-protect"
     /// `DatabaseUnit.rotate` of a protected database with its persistent journal.
@@ -35,7 +40,7 @@ extension CrashOp {
         case .truncate: Scenario.truncateSizes.count
         case .protectTree, .unprotectTree: 5
         case .atomicWrite, .passphraseChange, .rotate, .databaseProtect, .databaseRotate: 1
-        case .databaseRollback, .databaseWAL: Scenario.databaseTransactions
+        case .databaseRollback, .databaseWAL, .databaseWALNormal: Scenario.databaseTransactions
         }
     }
 }
@@ -103,7 +108,7 @@ public struct Scenario: Sendable {
                 if op == .rotate { try d.files.write(bytes, to: path, protection: .complete) } else { try writePlain(bytes, path) }
                 if op == .unprotectTree { try d.files.protectInPlace(path, as: .complete) }
             }
-        case .databaseRollback, .databaseWAL:
+        case .databaseRollback, .databaseWAL, .databaseWALNormal:
             try prepareDatabase(d)
         case .databaseProtect, .databaseRotate:
             try prepareDatabaseUnit(d)
@@ -161,7 +166,7 @@ public struct Scenario: Sendable {
         case .rotate:
             _ = try d.rotate(.complete, paths: [data + "/t"], passphrase: try SecretBytes(utf8: Self.oldPassphrase))
             ack(1)
-        case .databaseRollback, .databaseWAL:
+        case .databaseRollback, .databaseWAL, .databaseWALNormal:
             try runDatabase(d, ack: ack)
         case .databaseProtect, .databaseRotate:
             try runDatabaseUnit(d, ack: ack)
@@ -196,7 +201,7 @@ public struct Scenario: Sendable {
             case .atomicWrite: checkWhole(d, Self.states(op), acked: acked, &v)
             case .inPlaceWrites, .truncate: checkChunks(d, Self.states(op), acked: acked, &v)
             case .append: checkAppend(d, acked: acked, &v)
-            case .databaseRollback, .databaseWAL: verifyDatabase(d, acked: acked, &v)
+            case .databaseRollback, .databaseWAL, .databaseWALNormal: verifyDatabase(d, acked: acked, &v)
             case .databaseProtect, .databaseRotate: verifyDatabaseUnit(d, acked: acked, &v)
             default: checkTree(d, acked: acked, &v)
             }
@@ -376,7 +381,7 @@ public struct Scenario: Sendable {
         case .protectTree, .unprotectTree, .rotate: ["t", "t/a", "t/b", "t/c", "t/sub", "t/sub/d", "t/sub/e"]
         // SQLite's own files: a journal that is not hot (SQLite left it empty, as with its unix VFS: the next write
         // transaction reuses it), a WAL and its index. The library's temporaries and chunk journals are still litter.
-        case .databaseRollback, .databaseWAL, .databaseProtect, .databaseRotate: ["f", "f-journal", "f-wal", "f-shm"]
+        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseProtect, .databaseRotate: ["f", "f-journal", "f-wal", "f-shm"]
         default: ["f"]
         }
         let owned: [(String, Set<String>)] = [(location.home, ["keybag"]), (location.deviceDirectory, ["\(d.id).secret"]), (data, expectedData)]
