@@ -97,10 +97,12 @@ struct WriteJournal {
         unsynced = false
     }
 
-    /// Empties the journal durably and releases its lock; the data file must already be durable.
+    /// Empties the journal and releases its lock; the data file must already be durable.
     ///
-    /// The emptying is fsynced before this returns: an invalidation lost to a
-    /// power failure would roll back data that `sync()` acknowledged.
+    /// With `durably` (every `sync()`), the emptying is fsynced before this
+    /// returns: an invalidation lost to a power failure would roll back data
+    /// that `sync()` acknowledged. Without it (`commitForTheNextWriter`), the
+    /// next sync of any handle of the file fsyncs it (`syncEmptiness`).
     mutating func commit(_ io: any FileIO, durably: Bool = true) throws(ProtectionError) {
         guard hot else { return }
         do throws(SystemError) {

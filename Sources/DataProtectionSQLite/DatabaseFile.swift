@@ -126,8 +126,9 @@ final class ProtectedDatabaseFile: DatabaseFile {
         return SQLITE_OK
     }
 
-    /// For a WAL: once the page of a commit frame is written, commits the chunk journal (`sync`), before SQLite
-    /// publishes the commit in the wal-index.
+    /// For a WAL: once the page of a commit frame is written, commits the chunk journal for the next writer
+    /// (`commitForTheNextWriter`: the WAL fsynced, the journal emptied without an fsync), before SQLite publishes the
+    /// commit in the wal-index.
     ///
     /// Why then: from the moment the wal-index shows a commit, another connection may checkpoint it — sync the WAL,
     /// copy its frames into the database and sync that — while the chunk journal still rolls the WAL back to before
@@ -135,7 +136,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     /// older frames of the same pages: a database SQLite cannot read consistently. Committing when the commit frame
     /// is whole, which is the last write before SQLite publishes it, leaves no such moment; it is the commit that
     /// giving up the write lock made until now (`lockWALIndex`, which still commits what is left hot, as after a
-    /// transaction rolled back), moved earlier, at the same cost.
+    /// transaction rolled back), moved earlier.
     ///
     /// A frame is a 24-byte header, then the page, each one `xWrite` (walformat.html, "The WAL File Format"): frame
     /// `k` at `32 + k · (24 + page size)`; header bytes 4–7 hold the database size in pages after a commit, zero in
