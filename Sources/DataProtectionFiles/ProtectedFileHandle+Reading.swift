@@ -118,13 +118,7 @@ extension ProtectedFileHandle {
         let last = layout.chunkCount(forPlaintextSize: st.size) == 1
         let len = plen + layout.overhead
         let disk = st.reserve(1, stride: stride)
-        let got: Int
-        do throws(SystemError) {
-            got = try io.readFully(st.fd, into: UnsafeMutableRawBufferPointer(start: disk, count: len), at: layout.offset(ofChunk: 0))
-        } catch { throw ioError(error, "read") }
-        guard got == len else {
-            throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks; restore it from a backup", path: path)
-        }
+        try readSealedChunk(&st, 0, length: len, into: disk)
         if st.firstChunk == nil { st.firstChunk = .allocate(byteCount: 2 * stride, alignment: 16) }
         let kept = st.firstChunk!.baseAddress!, plain = kept + stride
         if !(st.firstChunkLength == plen && st.firstChunkLast == last && memcmp(disk, kept, len) == 0) {
@@ -142,17 +136,21 @@ extension ProtectedFileHandle {
         out.copyMemory(from: plain + Int(from), byteCount: Int(to - from))
     }
 
+    /// Reads the `length` disk bytes of chunk `j` into `slot`; a file that ends before them fails authentication.
+    func readSealedChunk(_ st: inout State, _ j: Int64, length: Int, into slot: UnsafeMutableRawPointer) throws(ProtectionError) {
+        let got: Int
+        do throws(SystemError) {
+            got = try io.readFully(st.fd, into: UnsafeMutableRawBufferPointer(start: slot, count: length), at: layout.offset(ofChunk: j))
+        } catch { throw ioError(error, "read") }
+        guard got == length else {
+            throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks; restore it from a backup", path: path)
+        }
+    }
+
     /// Reads and opens chunk `j` (of a file of `size` bytes) into its staging slot; returns the plaintext pointer.
     func loadChunk(_ st: inout State, _ sealer: ChunkSealer, _ j: Int64, size: Int64, slot: UnsafeMutableRawPointer) throws(ProtectionError) -> UnsafeMutableRawPointer {
         let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
-        let len = plen + layout.overhead
-        let got: Int
-        do throws(SystemError) {
-            got = try io.readFully(st.fd, into: UnsafeMutableRawBufferPointer(start: slot, count: len), at: layout.offset(ofChunk: j))
-        } catch { throw ioError(error, "read") }
-        guard got == len else {
-            throw ProtectionError(.authenticationFailed, "unable to read '\(path)': the file is shorter than its chunks; restore it from a backup", path: path)
-        }
+        try readSealedChunk(&st, j, length: plen + layout.overhead, into: slot)
         let plain = slot + sealer.nonceSize
         let last = j == layout.chunkCount(forPlaintextSize: size) - 1
         do throws(CryptoError) {
