@@ -181,11 +181,49 @@ func protectedRead() throws -> Double {
     return Double(total) / (now() - t0) / 1e9
 }
 
+/// The protected file's own bytes (chunks with their nonces and tags, as they lie in the page cache) read with plain
+/// `pread`s of one protected call's worth, on one core or split in halves over both at once: the copy out of the page
+/// cache that every protected read pays before it opens a chunk. GB/s of plaintext, so it compares with the read rows.
+func plainRead(bothCores: Bool) throws -> Double {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw ProtectionError(.io(errno), "cannot open '\(path)'") }
+    defer { close(fd) }
+    let diskBytes = bufSize + (bufSize / chunk) * cipher.overhead
+    let calls = total / bufSize
+    var st = stat()
+    guard fstat(fd, &st) == 0 else { throw ProtectionError(.io(errno), "cannot stat '\(path)'") }
+    let header = Int(st.st_size) - calls * diskBytes  // the bytes before the first chunk
+    /// Reads calls `from..<to` into `buffer`; false on a short read.
+    @Sendable func readCalls(_ from: Int, _ to: Int, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        for c in from..<to where pread(fd, buffer.baseAddress, diskBytes, off_t(header + c * diskBytes)) != diskBytes { return false }
+        return true
+    }
+    let t0 = now()
+    var ok: Bool
+    if bothCores {
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var secondOK = false
+        nonisolated(unsafe) let secondBuffer = loops[1].work  // used by the thread alone until `done`
+        Thread { secondOK = readCalls(calls / 2, calls, into: secondBuffer); done.signal() }.start()
+        ok = readCalls(0, calls / 2, into: loops[0].work)
+        done.wait()
+        ok = ok && secondOK
+    } else {
+        ok = readCalls(0, calls, into: loops[0].work)
+    }
+    let t1 = now()
+    guard ok else { throw ProtectionError(.io(EIO), "short plain read of '\(path)'") }
+    return Double(total) / (t1 - t0) / 1e9
+}
+
 var r: [String: [Double]] = [:]
 // The file writes take turns at going first: on this VM a write's speed depends on what ran just before it
 // (BENCHMARKS.md, "Side by side"), so a fixed order would favour one of them.
 var writes: [(String, () throws -> Double)] = [("protected write", protectedWrite), ("plain write", plainWrite)]
 if let pipeline { writes.append(("pipeline write", { try pipeline.write(total: total, to: path + ".pipeline") })) }
+let reads: [(String, () throws -> Double)] = [
+    ("protected read", protectedRead), ("plain read", { try plainRead(bothCores: false) }), ("plain read both", { try plainRead(bothCores: true) }),
+]
 for round in 0..<rounds {
     r["raw seal", default: []].append(raw(decrypt: false))
     r["raw seal both", default: []].append(rawBothCores(decrypt: false))
@@ -195,7 +233,11 @@ for round in 0..<rounds {
     }
     r["raw open", default: []].append(raw(decrypt: true))
     r["raw open both", default: []].append(rawBothCores(decrypt: true))
-    r["protected read", default: []].append(try protectedRead())
+    // Reads take turns at going first too: the first read after a write moves the pages to the active list.
+    for k in 0..<reads.count {
+        let (name, read) = reads[(round + k) % reads.count]
+        r[name, default: []].append(try read())
+    }
     if !backend.isEmpty {
         r["backend seal", default: []].append(raw(decrypt: false, backend))
         r["backend seal both", default: []].append(rawBothCores(decrypt: false, backend))
@@ -205,7 +247,8 @@ for round in 0..<rounds {
 }
 var ru = rusage()
 getrusage(RUSAGE_SELF.rawValue, &ru)
-let m = r.mapValues(median)
+var m = r.mapValues(median)
+if let open = m["backend open both"], let copy = m["plain read both"] { m["read ceiling"] = 1 / (1 / open + 1 / copy) }
 func row(_ label: String, _ key: String, over base: String?) -> String {
     let ratio = base.map { String(format: "%.2f×", m[key]! / m[$0]!) } ?? "—"
     return "| \(label) | \(String(format: "%.2f", m[key]!)) | \(ratio) |"
@@ -221,11 +264,14 @@ print("""
 \(row("raw libsodium open (1 core)", "raw open", over: "raw open"))
 \(row("protected file read (page cache)", "protected read", over: "raw open"))
 \(row("both cores at once, raw libsodium open, each core its own buffer", "raw open both", over: "raw open"))
+\(row("plain read of the protected file's bytes (page cache), 1 core", "plain read", over: "raw open"))
+\(row("plain read of the protected file's bytes, both cores at once (a half each)", "plain read both", over: "raw open"))
 \(backend.isEmpty ? "" : """
 \(row("the library's cipher alone (AEADKey on OpenSSL), seal, 1 core", "backend seal", over: "raw seal"))
 \(row("the library's cipher alone, seal, both cores at once", "backend seal both", over: "raw seal"))
 \(row("the library's cipher alone, open, 1 core", "backend open", over: "raw open"))
 \(row("the library's cipher alone, open, both cores at once", "backend open both", over: "raw open"))
+\(row("two-core read ceiling: 1 ÷ (1/cipher open both + 1/plain read both): every byte copied out of the page cache, then opened", "read ceiling", over: "raw open"))
 
 """)\
 
