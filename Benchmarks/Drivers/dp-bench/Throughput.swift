@@ -248,7 +248,7 @@ for round in 0..<rounds {
 var ru = rusage()
 getrusage(RUSAGE_SELF.rawValue, &ru)
 var m = r.mapValues(median)
-if let open = m["backend open both"], let copy = m["plain read both"] { m["read ceiling"] = 1 / (1 / open + 1 / copy) }
+if let open = m["backend open both"], let copy = m["plain read both"] { m["read model"] = 1 / (1 / open + 1 / copy) }
 func row(_ label: String, _ key: String, over base: String?) -> String {
     let ratio = base.map { String(format: "%.2f×", m[key]! / m[$0]!) } ?? "—"
     return "| \(label) | \(String(format: "%.2f", m[key]!)) | \(ratio) |"
@@ -271,7 +271,7 @@ print("""
 \(row("the library's cipher alone, seal, both cores at once", "backend seal both", over: "raw seal"))
 \(row("the library's cipher alone, open, 1 core", "backend open", over: "raw open"))
 \(row("the library's cipher alone, open, both cores at once", "backend open both", over: "raw open"))
-\(row("two-core read ceiling: 1 ÷ (1/cipher open both + 1/plain read both): every byte copied out of the page cache, then opened", "read ceiling", over: "raw open"))
+\(row("two-core read model: 1 ÷ (1/cipher open both + 1/plain read both), each byte copied out of the page cache, then opened", "read model", over: "raw open"))
 
 """)\
 
