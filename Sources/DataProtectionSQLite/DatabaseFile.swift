@@ -118,8 +118,20 @@ final class ProtectedDatabaseFile: DatabaseFile {
         }
     }
 
+    /// The size of a WAL's header (walformat.html). SQLite writes it, at offset 0, only when its wal-index says the log
+    /// holds no frame: when it creates the log, and when it starts it over after a checkpoint of every frame.
+    static let walHeaderSize = 32
+
+    /// Writes under the seal lock. A WAL header written into a WAL that is not empty starts the log over: the WAL is cut
+    /// to nothing first, so that the new log's frames are appends rather than re-seals of the old log's committed
+    /// chunks, each of which would cost the chunk journal an fsync (FORMAT.md §6.7.5, "A WAL started over is cut first").
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
-        do throws(ProtectionError) { try sealed(.exclusive) { () throws(ProtectionError) in try handle.write(buffer, at: offset) } } catch {
+        do throws(ProtectionError) {
+            try sealed(.exclusive) { () throws(ProtectionError) in
+                if isWAL, offset == 0, buffer.count == Self.walHeaderSize, try handle.size > 0 { try handle.truncate(to: 0) }
+                try handle.write(buffer, at: offset)
+            }
+        } catch {
             return VFSFailure.record(error, io: DP_IOERR_WRITE)
         }
         if isWAL { return committingAfterACommitFrame(buffer, at: offset) }
@@ -142,7 +154,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     /// `k` at `32 + k · (24 + page size)`; header bytes 4–7 hold the database size in pages after a commit, zero in
     /// every other frame.
     private func committingAfterACommitFrame(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
-        let header = 24, walHeader: Int64 = 32
+        let header = 24, walHeader = Int64(Self.walHeaderSize)
         if buffer.count == header, offset >= walHeader {
             commitFrameHeaderAt = buffer[4] | buffer[5] | buffer[6] | buffer[7] != 0 ? offset : -1
             return SQLITE_OK

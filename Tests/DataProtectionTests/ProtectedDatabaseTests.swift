@@ -182,6 +182,34 @@ final class ProtectedDatabaseTests: DomainTestCase {
         try assertIntegrity(path, domain.files, rows: 1)
     }
 
+    /// When SQLite starts its WAL over (every frame checkpointed, the header written again at offset 0), the protected
+    /// WAL starts over too, cut to nothing first: the new frames are appends, not re-seals of the old log's committed
+    /// chunks, each of which cost the chunk journal an fsync (FORMAT.md §6.7.5). SQLite itself keeps the old file's
+    /// length (no `journal_size_limit`), so without the cut the WAL stays as long as the old log. A reader on its own
+    /// connection, open across the restart, and a new connection afterwards both see every row.
+    func testAWALStartedOverIsCutToItsNewFrames() throws {
+        let domain = try unlockedDomain()
+        let path = root + "/restart.db"
+        let db = try ProtectedDatabase.open(path: path, protection: .complete, files: domain.files)
+        try db.execute("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(x)")
+        try db.execute("BEGIN; " + String(repeating: "INSERT INTO t VALUES (randomblob(3000));", count: 100) + " COMMIT")
+        let reader = try ProtectedDatabase.open(path: path, protection: .complete, files: domain.files)
+        defer { reader.close() }
+        XCTAssertEqual(try Self.count(reader), 100)
+        let long = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as! Int
+        XCTAssertGreaterThan(long, 100 * 4096, "the first log holds a frame per page")
+        // busy, frames in the log, frames checkpointed: every frame is in the database now.
+        let checkpoint = try db.rows("PRAGMA wal_checkpoint(PASSIVE)")
+        XCTAssertEqual(checkpoint.first?.first, .integer(0))
+        XCTAssertEqual(checkpoint.first?[1], checkpoint.first?[2], "\(checkpoint)")
+        try db.execute("INSERT INTO t VALUES (1)")  // the next writer starts the log over
+        let short = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as! Int
+        XCTAssertLessThan(short, 8 * 4136, "the WAL was started over in place (\(short) bytes, \(long) before)")
+        XCTAssertEqual(try Self.count(reader), 101)
+        db.close()
+        try assertIntegrity(path, domain.files, rows: 101)
+    }
+
     /// A flipped byte in a page of the database gives a clear "tampered" error (raw SQLite: SQLITE_CORRUPT), never rows.
     func testATamperedPageFailsAuthenticationNotWrongRows() throws {
         let domain = try unlockedDomain()
