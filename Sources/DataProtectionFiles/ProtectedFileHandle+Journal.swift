@@ -73,6 +73,10 @@ extension ProtectedFileHandle {
         }
         if st.journal!.hot && need.isEmpty { return }
         if !st.journal!.hot {
+            // A database's commit that starts here (with chunk 0: SQLite changes page 1 at every commit) usually grows
+            // the file later on, which re-seals the committed last chunk: journaling that chunk now, while the record
+            // shares this flush, saves a second fsync of the journal in the same commit (FORMAT.md §6.7.5).
+            if st.callerJournalsWholeChunks, count > 1, !need.contains(count - 1) { need.append(count - 1) }
             try st.journal!.begin(io, kind: .rollback, committedSize: layout.fileSize(forPlaintextSize: committed), dataHeader: try diskHeader(&st))
         }
         for j in need {
