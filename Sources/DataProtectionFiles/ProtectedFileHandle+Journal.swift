@@ -56,26 +56,24 @@ extension ProtectedFileHandle {
     /// - Parameter whole: the chunks the write replaces whole. When the caller journals those itself
     ///   (`callerJournalsWholeChunks`), the ones after chunk 0 and before the committed last chunk get no record, and a
     ///   write made only of them leaves the journal as it is (no header, no fsync): the caller's own recovery rewrites
-    ///   them whole (FORMAT.md §6.7.5). Chunk 0 and the committed last chunk are always journaled: opening the file reads
-    ///   them before the caller's recovery runs.
+    ///   them whole (FORMAT.md §6.7.5). The committed last chunk is always journaled: opening the file authenticates it
+    ///   before the caller's recovery runs.
     func journalChunks(_ st: inout State, _ range: Range<Int64>, whole: Range<Int64>) throws(ProtectionError) {
         guard st.journal != nil, let committed = st.committedSize else { return }
         let count = layout.chunkCount(forPlaintextSize: committed)
         let upper = min(range.upperBound, count)
-        // Chunk 0 is read before any recovery of the caller's (the open reads it, and so does SQLite for its header
-        // before it looks for a hot journal): a torn overwrite there must roll back here (FORMAT.md §6.7.5).
-        let lo = max(range.lowerBound, 1)
-        let left = st.callerJournalsWholeChunks ? whole.clamped(to: lo..<max(lo, count - 1)) : 0..<0
-        if left == range { return }  // only whole interior chunks: nothing of the handle's to roll back
+        // Whole chunks before the committed last one, the caller's to restore (its journal holds them first).
+        let left = st.callerJournalsWholeChunks ? whole.clamped(to: 0..<max(0, count - 1)) : 0..<0
+        if left == range { return }  // only such chunks: nothing of the handle's to roll back
         var need: [Int64] = []
         if range.lowerBound < upper {
             for j in range.lowerBound..<upper where !left.contains(j) && !st.journal!.journaled.contains(j) { need.append(j) }
         }
         if st.journal!.hot && need.isEmpty { return }
         if !st.journal!.hot {
-            // A database's commit that starts here (with chunk 0: SQLite changes page 1 at every commit) usually grows
-            // the file later on, which re-seals the committed last chunk: journaling that chunk now, while the record
-            // shares this flush, saves a second fsync of the journal in the same commit (FORMAT.md §6.7.5).
+            // A database's commit that starts a journal here usually grows the file further on, which re-seals the
+            // committed last chunk: journaling that chunk now, while the record shares this flush, saves a second fsync
+            // of the journal in the same commit (FORMAT.md §6.7.5).
             if st.callerJournalsWholeChunks, count > 1, !need.contains(count - 1) { need.append(count - 1) }
             try st.journal!.begin(io, kind: .rollback, committedSize: layout.fileSize(forPlaintextSize: committed), dataHeader: try diskHeader(&st))
         }

@@ -63,6 +63,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
     var pageCacheRelease: (() -> Void)?
     /// Whether this is a WAL (SQLite's `SQLITE_OPEN_WAL`).
     var isWAL = false
+    /// Whether this is a main database (SQLite's `SQLITE_OPEN_MAIN_DB`).
+    var isMainDatabase = false
     /// For a WAL: the offset of the commit frame whose 24-byte header was the last write, until its page follows.
     var commitFrameHeaderAt: Int64 = -1
     /// Set at the start of a WAL read transaction, which leaves the handle's size as it was (`forgetAfterOtherWriters`):
@@ -112,9 +114,33 @@ final class ProtectedDatabaseFile: DatabaseFile {
             guard n < buffer.count else { return SQLITE_OK }
             UnsafeMutableRawBufferPointer(rebasing: buffer[n...]).initializeMemory(as: UInt8.self, repeating: 0)
             return DP_IOERR_SHORT_READ
+        } catch where error.code == .authenticationFailed && isHeaderReadBeforeRecovery(at: offset, count: buffer.count) {
+            wipe(buffer)
+            return DP_IOERR_SHORT_READ
         } catch {
             wipe(buffer)
             return VFSFailure.record(error, io: DP_IOERR_READ)
+        }
+    }
+
+    /// The bytes of the database header SQLite reads when it opens a connection (`sqlite3BtreeOpen`).
+    static let databaseHeaderSize = 100
+
+    /// Whether a read whose chunk failed authentication is SQLite's read of the database header at a connection's open,
+    /// made before any lock and before SQLite's recovery, while a rollback journal or a WAL beside the database holds
+    /// bytes for that recovery.
+    ///
+    /// Chunk 0 (page 1) is one of the whole pages SQLite restores itself (FORMAT.md §6.7.5): it journals or logs page 1
+    /// before it overwrites it, so a power loss can tear chunk 0 only while that journal or WAL is there, and SQLite's
+    /// recovery rewrites page 1 whole (playing the hot journal back) or reads it from the WAL before it reads it from
+    /// this file under a lock. SQLite takes a short read of the header as a database not yet written and learns the page
+    /// size again from page 1 after its recovery; no byte of the chunk is returned, and every later read of it, under a
+    /// lock, authenticates as any other (a chunk 0 still failing then is tampered with).
+    private func isHeaderReadBeforeRecovery(at offset: Int64, count: Int) -> Bool {
+        guard isMainDatabase, offset == 0, count <= Self.databaseHeaderSize, level == SQLITE_LOCK_NONE else { return false }
+        return ["-journal", "-wal"].contains { side in
+            guard let st = try? io.linkStatus(handle.path + side) else { return false }
+            return st.st_mode & S_IFMT == S_IFREG && st.st_size > 0
         }
     }
 

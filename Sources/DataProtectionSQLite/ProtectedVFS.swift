@@ -224,6 +224,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
     private func connect(_ file: ProtectedDatabaseFile, kind: Int32, name: UnsafePointer<CChar>) {
         if kind == SQLITE_OPEN_MAIN_DB {
             let key = UnsafeRawPointer(name)
+            file.isMainDatabase = true
             mainFiles.withLock { $0[key] = Weak(file) }
             file.forget = { [weak self] in _ = self?.mainFiles.withLock { $0.removeValue(forKey: key) } }
         } else if kind == SQLITE_OPEN_WAL {
