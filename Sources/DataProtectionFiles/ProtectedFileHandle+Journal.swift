@@ -54,7 +54,7 @@ extension ProtectedFileHandle {
     /// Chunks past the committed size need no record: rollback cuts them away.
     /// So a sequential write costs one journal header and fsync per commit.
     /// - Parameter whole: the chunks the write replaces whole. When the caller journals those itself
-    ///   (`callerJournalsWholeChunks`), the ones after chunk 0 and before the committed last chunk get no record, and a
+    ///   (`callerJournalsWholeChunks`), the ones before the committed last chunk get no record, and a
     ///   write made only of them leaves the journal as it is (no header, no fsync): the caller's own recovery rewrites
     ///   them whole (FORMAT.md §6.7.5). The committed last chunk is always journaled: opening the file authenticates it
     ///   before the caller's recovery runs.
