@@ -67,6 +67,11 @@ final class ProtectedDatabaseFile: DatabaseFile {
     var isMainDatabase = false
     /// For a WAL: the offset of the commit frame whose 24-byte header was the last write, until its page follows.
     var commitFrameHeaderAt: Int64 = -1
+    /// Set for a journal, super-journal or WAL that SQLite opened with `SQLITE_OPEN_CREATE`: its first sync also syncs
+    /// its directory, so that its name is durable before SQLite relies on the file, as SQLite's unix VFS does. A
+    /// rollback journal is created anew by every transaction in DELETE mode: without this a power loss can take away
+    /// the hot journal of a half-written transaction, or bring back an older one that SQLite then plays back.
+    var syncsDirectoryAtFirstSync = false
     /// Set at the start of a WAL read transaction, which leaves the handle's size as it was (`forgetAfterOtherWriters`):
     /// the next `xFileSize` takes the size from the file first.
     var sizeMayBeStale = false
@@ -202,6 +207,12 @@ final class ProtectedDatabaseFile: DatabaseFile {
 
     override func sync() -> Int32 {
         do throws(ProtectionError) { try handle.sync() } catch { return VFSFailure.record(error, io: DP_IOERR_FSYNC) }
+        if syncsDirectoryAtFirstSync {
+            do throws(SystemError) { try io.syncDirectory(of: handle.path) } catch {
+                return VFSFailure.record(.errno(error.errno, "sync the directory of", handle.path), io: DP_IOERR_DIR_FSYNC)
+            }
+            syncsDirectoryAtFirstSync = false
+        }
         return SQLITE_OK
     }
 

@@ -152,6 +152,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         // nil: another connection made it a protected file first.
         if handle == nil { handle = try openSealed(path, forWriting: writable, on: via) }
         let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
+        file.syncsDirectoryAtFirstSync = flags & SQLITE_OPEN_CREATE != 0 && kind != SQLITE_OPEN_MAIN_DB
         // A WAL's commits are handed to the next writer lazily (`commitForTheNextWriter`); every sync of any
         // connection's handle then makes them durable, before SQLite relies on the file.
         handle!.syncJournalsOfOtherHandlesToo()

@@ -36,6 +36,9 @@ final class PowerLossTests: XCTestCase {
     /// WAL at `synchronous = NORMAL` with a checkpointing second connection: lazy commits of the WAL's chunk journal
     /// (`commitForTheNextWriter`) are made durable by the checkpointer's sync before its copy into the database.
     func testDatabaseWALNormalWithACheckpointer() throws { try powerLoss(.databaseWALNormal, cutPoints: Self.databaseCutPoints) }
+    /// Rollback-journal mode at `synchronous = NORMAL`: each transaction creates its journal anew, and the VFS syncs the
+    /// directory at the journal's first sync (as SQLite's unix VFS does), before SQLite overwrites the database's pages.
+    func testDatabaseRollbackJournalAtNormal() throws { try powerLoss(.databaseRollbackNormal, cutPoints: Self.databaseCutPoints) }
 
     /// The model itself: unsynced data and names can go, fsynced ones stay.
     func testModelDropsOnlyWhatWasNotSynced() throws {
@@ -169,7 +172,7 @@ final class PowerLossTests: XCTestCase {
     ///   the directory at `synchronous = FULL` (only EXTRA syncs it), so the cut can bring the hot journal back and roll
     ///   an acknowledged transaction back: SQLite's documented behaviour, not the library's. Gone at EXTRA.
     static func knownDatabaseDefect(_ detail: String, _ op: CrashOp, database: String) -> String? {
-        guard op == .databaseRollback || op == .databaseWAL || op == .databaseWALNormal else { return nil }
+        guard [.databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal].contains(op) else { return nil }
         if detail.hasPrefix("torn: "), detail.contains("'\(database)-journal'") || detail.contains("'\(database)-wal'"),
             detail.contains("no protected-file magic") || detail.contains("failed authentication")
         {

@@ -25,6 +25,11 @@ public enum CrashOp: String, CaseIterable, Sendable {
     /// durable before it copies their frames into the database. A power loss may lose acknowledged transactions here
     /// (SQLite's NORMAL), never leave one in part or an inconsistent database.
     case databaseWALNormal = "database-wal-normal"
+    /// Rollback-journal mode (DELETE) at `synchronous = NORMAL`: SQLite syncs each new journal once, then the database.
+    /// The journal is created anew by every transaction, so its name must be durable (the directory synced) before the
+    /// database's pages are overwritten, as SQLite's unix VFS makes it. A power loss may lose acknowledged transactions
+    /// (the journal's unlink is not synced), never leave one in part.
+    case databaseRollbackNormal = "database-rollback-normal"
     /// `DatabaseUnit.protect` of a plain database (DatabaseScenario.swift).
     case databaseProtect = "database-protect"
     /// `DatabaseUnit.rotate` of a protected database with its persistent journal.
@@ -40,7 +45,7 @@ extension CrashOp {
         case .truncate: Scenario.truncateSizes.count
         case .protectTree, .unprotectTree: 5
         case .atomicWrite, .passphraseChange, .rotate, .databaseProtect, .databaseRotate: 1
-        case .databaseRollback, .databaseWAL, .databaseWALNormal: Scenario.databaseTransactions
+        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal: Scenario.databaseTransactions
         }
     }
 }
@@ -108,7 +113,7 @@ public struct Scenario: Sendable {
                 if op == .rotate { try d.files.write(bytes, to: path, protection: .complete) } else { try writePlain(bytes, path) }
                 if op == .unprotectTree { try d.files.protectInPlace(path, as: .complete) }
             }
-        case .databaseRollback, .databaseWAL, .databaseWALNormal:
+        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal:
             try prepareDatabase(d)
         case .databaseProtect, .databaseRotate:
             try prepareDatabaseUnit(d)
@@ -166,7 +171,7 @@ public struct Scenario: Sendable {
         case .rotate:
             _ = try d.rotate(.complete, paths: [data + "/t"], passphrase: try SecretBytes(utf8: Self.oldPassphrase))
             ack(1)
-        case .databaseRollback, .databaseWAL, .databaseWALNormal:
+        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal:
             try runDatabase(d, ack: ack)
         case .databaseProtect, .databaseRotate:
             try runDatabaseUnit(d, ack: ack)
@@ -201,7 +206,7 @@ public struct Scenario: Sendable {
             case .atomicWrite: checkWhole(d, Self.states(op), acked: acked, &v)
             case .inPlaceWrites, .truncate: checkChunks(d, Self.states(op), acked: acked, &v)
             case .append: checkAppend(d, acked: acked, &v)
-            case .databaseRollback, .databaseWAL, .databaseWALNormal: verifyDatabase(d, acked: acked, &v)
+            case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal: verifyDatabase(d, acked: acked, &v)
             case .databaseProtect, .databaseRotate: verifyDatabaseUnit(d, acked: acked, &v)
             default: checkTree(d, acked: acked, &v)
             }
@@ -381,7 +386,7 @@ public struct Scenario: Sendable {
         case .protectTree, .unprotectTree, .rotate: ["t", "t/a", "t/b", "t/c", "t/sub", "t/sub/d", "t/sub/e"]
         // SQLite's own files: a journal that is not hot (SQLite left it empty, as with its unix VFS: the next write
         // transaction reuses it), a WAL and its index. The library's temporaries and chunk journals are still litter.
-        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseProtect, .databaseRotate: ["f", "f-journal", "f-wal", "f-shm"]
+        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal, .databaseProtect, .databaseRotate: ["f", "f-journal", "f-wal", "f-shm"]
         default: ["f"]
         }
         let owned: [(String, Set<String>)] = [(location.home, ["keybag"]), (location.deviceDirectory, ["\(d.id).secret"]), (data, expectedData)]
