@@ -70,6 +70,7 @@ extension DatabaseUnit {
                 defer { h.close() }
                 return try h.read(at: 0, count: 8)
             }
+            try cutUnusedEnd(path, files: files)
             try files.unprotectInPlace(path)
         }
         return true

@@ -82,6 +82,13 @@ final class ProtectedDatabaseFile: DatabaseFile {
         self.deleteOnClose = deleteOnClose
     }
 
+    /// `SQLITE_FCNTL_SIZE_HINT`: a main database in rollback-journal mode grows in steps (`DatabaseGrowth.swift`); the
+    /// other operations as `DatabaseFile`.
+    override func fileControl(_ op: Int32, _ arg: UnsafeMutableRawPointer?) -> Int32 {
+        guard op == SQLITE_FCNTL_SIZE_HINT, let p = arg?.assumingMemoryBound(to: Int64.self) else { return super.fileControl(op, arg) }
+        return grow(toHold: p.pointee)
+    }
+
     override func close() -> Int32 {
         forget?()
         pageCacheRelease?()

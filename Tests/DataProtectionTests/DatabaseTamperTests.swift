@@ -13,7 +13,7 @@ import XCTest
 /// `TamperTests` covers the file layer byte by byte; this suite checks that SQLite, reading through the VFS, turns each
 /// detection into that error (a journal SQLite plays back and a WAL it recovers are read at offsets of its own choosing).
 final class DatabaseTamperTests: XCTestCase {
-    private struct Outcome { var tried = 0, detected = 0, intact = 0 }
+    private struct Outcome { var tried = 0, detected = 0, intact = 0, unusedIntact = 0 }
     private let keys = try! InMemoryClassKeys.random()
     private lazy var files = ProtectedFiles(keys: keys, options: .init(chunkSize: ProtectedVFS.pageSize))
     private var stride: Int { ProtectedVFS.pageSize + ChunkCipher.forNewFiles(files.options.cipher).overhead }
@@ -29,6 +29,14 @@ final class DatabaseTamperTests: XCTestCase {
         return out
     }
 
+    /// The database's page count (`PRAGMA page_count`: the pages SQLite uses, from its header).
+    private func pageCount(_ path: String) throws -> Int {
+        let db = try ProtectedDatabase.open(path: path, protection: .none, files: files)
+        defer { db.close() }
+        guard case .integer(let n)? = try db.rows("PRAGMA page_count").first?.first else { throw XCTSkip("no page count") }
+        return Int(n)
+    }
+
     /// What reading the unit at `path` gives: the rows' (count, total) with integrity ok, or the error.
     private func read(_ path: String) -> Result<[[DatabaseValue]], DatabaseError> {
         do throws(DatabaseError) {
@@ -40,14 +48,22 @@ final class DatabaseTamperTests: XCTestCase {
     }
 
     /// Writes `unit` with `target` replaced by `mutant`, reads it and checks the outcome.
-    private func check(_ unit: [String: [UInt8]], _ target: String, _ mutant: [UInt8], expected: [[DatabaseValue]], _ what: String, _ out: inout Outcome) throws {
+    ///
+    /// - Parameter unused: the mutant changes only chunks past the database's last page: the sealed zeros a database
+    ///   grows by in steps (FORMAT.md §6.7.5), which hold no page SQLite uses. SQLite never reads them (it writes a
+    ///   page it adds there without reading it first), so such a mutant may read intact; it must still never give
+    ///   other rows.
+    private func check(
+        _ unit: [String: [UInt8]], _ target: String, _ mutant: [UInt8], expected: [[DatabaseValue]], _ what: String, unused: Bool = false,
+        _ out: inout Outcome
+    ) throws {
         for f in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: unit.keys.min()! + f) }
         for (p, b) in unit { try writeBytes(p == target ? mutant : b, p) }
         out.tried += 1
         switch read(unit.keys.min()!) {
         case .success(let rows):
             XCTAssertEqual(rows, expected, "mutant '\(what)' returned other rows")
-            out.intact += 1
+            if unused { out.unusedIntact += 1 } else { out.intact += 1 }
         case .failure(let e):
             XCTAssertTrue(e.isTampered, "mutant '\(what)': not a tampered error: \(e.resultCode) \(e.message)")
             XCTAssertEqual(e.resultCode, DatabaseError.tampered, "mutant '\(what)': raw result code \(e.resultCode): \(e.message)")
@@ -57,7 +73,11 @@ final class DatabaseTamperTests: XCTestCase {
     }
 
     /// Mutants of file `name` of `unit` (chunk-level: flips, truncations, swaps, copies, splices from `other`).
-    private func mutate(_ unit: [String: [UInt8]], _ name: String, other: [UInt8], expected: [[DatabaseValue]], _ out: inout Outcome) throws {
+    ///
+    /// - Parameter used: the chunks holding content; the ones from `used` on are a database's unused end (`check`).
+    private func mutate(
+        _ unit: [String: [UInt8]], _ name: String, other: [UInt8], expected: [[DatabaseValue]], used: Int = .max, _ out: inout Outcome
+    ) throws {
         let f = unit[name]!, s = stride
         let chunks = (f.count - FileHeader.size + s - 1) / s
         XCTAssertGreaterThan(chunks, 3, name)
@@ -70,23 +90,25 @@ final class DatabaseTamperTests: XCTestCase {
         for i in 0..<chunks {
             var x = f
             x[FileHeader.size + i * s + min(s, f.count - FileHeader.size - i * s) / 2] ^= 0x01
-            try check(unit, name, x, expected: expected, "\(name): chunk \(i) byte flipped", &out)
+            try check(unit, name, x, expected: expected, "\(name): chunk \(i) byte flipped", unused: i >= used, &out)
             if i > 0 {
-                try check(unit, name, Array(f[0..<(FileHeader.size + i * s)]), expected: expected, "\(name): truncated before chunk \(i)", &out)
-                try check(unit, name, Array(f[0..<(FileHeader.size + i * s - 100)]), expected: expected, "\(name): truncated inside chunk \(i - 1)", &out)
+                try check(unit, name, Array(f[0..<(FileHeader.size + i * s)]), expected: expected, "\(name): truncated before chunk \(i)", unused: i >= used, &out)
+                try check(
+                    unit, name, Array(f[0..<(FileHeader.size + i * s - 100)]), expected: expected, "\(name): truncated inside chunk \(i - 1)",
+                    unused: i - 1 >= used, &out)
             }
             if i + 1 < chunks {
                 var swapped = all
                 swapped.swapAt(i, i + 1)
-                try check(unit, name, assemble(swapped), expected: expected, "\(name): chunks \(i), \(i + 1) swapped", &out)
+                try check(unit, name, assemble(swapped), expected: expected, "\(name): chunks \(i), \(i + 1) swapped", unused: i >= used, &out)
                 var copied = all
                 copied[i + 1] = all[i]
-                try check(unit, name, assemble(copied), expected: expected, "\(name): chunk \(i) copied over chunk \(i + 1)", &out)
+                try check(unit, name, assemble(copied), expected: expected, "\(name): chunk \(i) copied over chunk \(i + 1)", unused: i + 1 >= used, &out)
             }
             if other.count >= FileHeader.size + (i + 1) * s {
                 var spliced = all
                 spliced[i] = chunk(other, i)
-                try check(unit, name, assemble(spliced), expected: expected, "\(name): chunk \(i) from another database", &out)
+                try check(unit, name, assemble(spliced), expected: expected, "\(name): chunk \(i) from another database", unused: i >= used, &out)
             }
         }
         try check(unit, name, f, expected: expected, "\(name): unmodified", &out)
@@ -101,8 +123,10 @@ final class DatabaseTamperTests: XCTestCase {
         // The main file of a database at rest, with a spliced-from database of the same size under the same keys.
         let main = try unit(dir + "/a.db", dir + "/m.db", suffix: "", ["CREATE TABLE t(x, pad)", rows])
         let otherMain = try unit(dir + "/b.db", dir + "/n.db", suffix: "", ["CREATE TABLE t(x, pad)", rows])
+        let pages = try pageCount(dir + "/a.db")
+        XCTAssertGreaterThan((main[dir + "/m.db"]!.count - FileHeader.size) / stride, pages, "the database grew in a step past its last page")
         var o = Outcome()
-        try mutate(main, dir + "/m.db", other: otherMain[dir + "/n.db"]!, expected: expected, &o)
+        try mutate(main, dir + "/m.db", other: otherMain[dir + "/n.db"]!, expected: expected, used: pages, &o)
         totals["database"] = o
 
         // A hot journal: the copy is mid-transaction (pages spilled into the main file), so the journal is played back
@@ -125,7 +149,7 @@ final class DatabaseTamperTests: XCTestCase {
 
         for (name, t) in totals.sorted(by: { $0.key < $1.key }) {
             XCTAssertEqual(t.intact, 1, "\(name): only the unmodified control may read intact")
-            print("database tamper (\(name)): \(t.tried) mutants, \(t.detected) gave DatabaseError.tampered (\(DatabaseError.tampered)), \(t.intact) unmodified control read all 400 rows, 0 returned other rows")
+            print("database tamper (\(name)): \(t.tried) mutants, \(t.detected) gave DatabaseError.tampered (\(DatabaseError.tampered)), \(t.intact) unmodified control read all 400 rows, \(t.unusedIntact) of the unused end past the last page read all 400 rows, 0 returned other rows")
         }
     }
 }

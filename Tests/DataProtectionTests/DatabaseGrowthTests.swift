@@ -1,0 +1,110 @@
+import CSQLite
+@_spi(Testing) import DataProtection
+import DataProtectionFormat
+import DataProtectionSQLite
+import Foundation
+import SystemLayer
+import XCTest
+
+/// A main database in rollback-journal mode grows in steps (DatabaseGrowth.swift, FORMAT.md §6.7.5): commits inside a
+/// step leave the chunk journal alone, a rolled-back transaction gives its growth back, and `unprotect` cuts the unused
+/// end off before it decrypts the file. Real SQLite, real protected files, in-memory class keys.
+final class DatabaseGrowthTests: XCTestCase {
+    /// Counts the fsyncs of each file by its path (the real system calls do the work).
+    private final class CountingIO: ForwardingIO, @unchecked Sendable {
+        private let lock = NSLock()
+        private var counts: [String: Int] = [:]
+
+        func fsync(_ fd: Int32) throws(SystemError) {
+            let path = directoryPath(fd)
+            lock.withLock { counts[path, default: 0] += 1 }
+            try SystemFileIO().fsync(fd)
+        }
+
+        func fsyncs(ofNamesEndingIn suffix: String) -> Int { lock.withLock { counts.filter { $0.key.hasSuffix(suffix) }.values.reduce(0, +) } }
+    }
+
+    private let keys = try! InMemoryClassKeys.random()
+
+    private func files(_ io: any FileIO = SystemFileIO()) -> ProtectedFiles {
+        ProtectedFiles(keys: keys, options: .init(chunkSize: ProtectedVFS.pageSize), io: io)
+    }
+
+    private static func integer(_ db: ProtectedDatabase, _ sql: String) throws -> Int64 {
+        guard case .integer(let n)? = try db.rows(sql).first?.first else { return -1 }
+        return n
+    }
+
+    /// 36 one-page commits: without steps each one grows the file, so each re-seals the old last chunk and pays
+    /// the chunk journal's two fsyncs (about 70 here); with them the file's end moves three times (64, 128, 192 KiB).
+    func testCommitsInsideAStepLeaveTheChunkJournalAlone() throws {
+        let dir = try temporaryDirectory(self)
+        let io = CountingIO()
+        let files = files(io)
+        let path = dir + "/grow.db"
+        let db = try ProtectedDatabase.open(path: path, protection: .none, files: files)
+        defer { db.close() }
+        try db.execute("PRAGMA journal_mode = DELETE; PRAGMA synchronous = NORMAL; CREATE TABLE t(x)")
+        let before = io.fsyncs(ofNamesEndingIn: ".grow.db.dpjournal")
+        for _ in 0..<36 { try db.execute("INSERT INTO t VALUES (randomblob(3000))") }
+        let journalFsyncs = io.fsyncs(ofNamesEndingIn: ".grow.db.dpjournal") - before
+        let pages = try Self.integer(db, "PRAGMA page_count")
+        let size = try files.info(path).plaintextSize
+        print("database growth: 36 one-page commits, \(pages) pages used, file of \(size) bytes, \(journalFsyncs) chunk-journal fsyncs")
+        XCTAssertGreaterThanOrEqual(pages, 36)
+        XCTAssertEqual(size % (64 << 10), 0, "the file grows in whole steps")
+        XCTAssertGreaterThan(size, pages * 4096, "the file holds an unused end")
+        XCTAssertLessThanOrEqual(journalFsyncs, 8, "the chunk journal is used once per step, not once per commit")
+        XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
+    }
+
+    /// A transaction that grows the file and rolls back gives the growth back (SQLite cuts the file to its size at the
+    /// transaction's start), and the grown sizes follow the rule: an eighth of the file, between 64 KiB and 1 MiB.
+    func testARolledBackTransactionGivesItsGrowthBack() throws {
+        let dir = try temporaryDirectory(self)
+        let files = files()
+        let path = dir + "/back.db"
+        let db = try ProtectedDatabase.open(path: path, protection: .none, files: files)
+        defer { db.close() }
+        try db.execute("PRAGMA journal_mode = DELETE; CREATE TABLE t(x); INSERT INTO t VALUES (1)")
+        let size = try files.info(path).plaintextSize
+        XCTAssertEqual(size, 64 << 10)
+        try db.execute("BEGIN; " + String(repeating: "INSERT INTO t VALUES (randomblob(3000));", count: 100) + " ROLLBACK")
+        XCTAssertEqual(try files.info(path).plaintextSize, size, "the rolled-back growth is cut away")
+        XCTAssertEqual(try Self.integer(db, "SELECT count(*) FROM t"), 1)
+        XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
+        try db.execute("BEGIN; " + String(repeating: "INSERT INTO t VALUES (randomblob(3000));", count: 3000) + " COMMIT")
+        let grown = try files.info(path).plaintextSize, used = try Self.integer(db, "PRAGMA page_count") * 4096
+        XCTAssertEqual(grown % (1 << 20), 0, "past 8 MiB the step is 1 MiB")
+        XCTAssertLessThan(grown - used, 1 << 20)
+    }
+
+    /// `unprotect` decrypts the whole main file: a chunk of the unused end that a crash left unreadable (simulated by
+    /// flipping a byte of it: a page a rolled-back transaction wrote there and no journal restores) must not stop it.
+    func testUnprotectCutsTheUnusedEndFirst() throws {
+        let dir = try temporaryDirectory(self)
+        let files = files()
+        let path = dir + "/plain-again.db"
+        do {
+            let db = try ProtectedDatabase.open(path: path, protection: .none, files: files)
+            defer { db.close() }
+            try db.execute("PRAGMA journal_mode = DELETE; CREATE TABLE t(x); BEGIN; " + String(repeating: "INSERT INTO t VALUES (randomblob(1000));", count: 20) + " COMMIT")
+        }
+        let stride = ProtectedVFS.pageSize + ChunkCipher.forNewFiles(files.options.cipher).overhead
+        var bytes = try readBytes(path)
+        let chunks = (bytes.count - FileHeader.size) / stride
+        XCTAssertEqual(chunks, 16)
+        bytes[FileHeader.size + (chunks - 3) * stride + 100] ^= 0x01  // an interior chunk of the unused end
+        try writeBytes(bytes, path)
+        XCTAssertTrue(try DatabaseUnit.unprotect(path, files: files))
+        var db: OpaquePointer?
+        XCTAssertEqual(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, "unix"), SQLITE_OK)
+        defer { sqlite3_close_v2(db) }
+        var s: OpaquePointer?
+        XCTAssertEqual(sqlite3_prepare_v2(db, "SELECT count(*), (SELECT integrity_check FROM pragma_integrity_check) FROM t", -1, &s, nil), SQLITE_OK)
+        defer { sqlite3_finalize(s) }
+        XCTAssertEqual(sqlite3_step(s), SQLITE_ROW)
+        XCTAssertEqual(sqlite3_column_int64(s, 0), 20)
+        XCTAssertEqual(sqlite3_column_text(s, 1).map { String(cString: $0) }, "ok")
+    }
+}
