@@ -72,6 +72,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
     /// rollback journal is created anew by every transaction in DELETE mode: without this a power loss can take away
     /// the hot journal of a half-written transaction, or bring back an older one that SQLite then plays back.
     var syncsDirectoryAtFirstSync = false
+    /// The step a main database grows by, as the application set it (`SQLITE_FCNTL_CHUNK_SIZE`); nil: the default rule.
+    var growthStep: Int64?
     /// Set at the start of a WAL read transaction, which leaves the handle's size as it was (`forgetAfterOtherWriters`):
     /// the next `xFileSize` takes the size from the file first.
     var sizeMayBeStale = false
@@ -82,11 +84,14 @@ final class ProtectedDatabaseFile: DatabaseFile {
         self.deleteOnClose = deleteOnClose
     }
 
-    /// `SQLITE_FCNTL_SIZE_HINT`: a main database in rollback-journal mode grows in steps (`DatabaseGrowth.swift`); the
-    /// other operations as `DatabaseFile`.
+    /// `SQLITE_FCNTL_SIZE_HINT` and `SQLITE_FCNTL_CHUNK_SIZE`: a main database in rollback-journal mode grows in steps
+    /// (`DatabaseGrowth.swift`); the other operations as `DatabaseFile`.
     override func fileControl(_ op: Int32, _ arg: UnsafeMutableRawPointer?) -> Int32 {
-        guard op == SQLITE_FCNTL_SIZE_HINT, let p = arg?.assumingMemoryBound(to: Int64.self) else { return super.fileControl(op, arg) }
-        return grow(toHold: p.pointee)
+        switch op {
+        case SQLITE_FCNTL_SIZE_HINT: arg.map { grow(toHold: $0.assumingMemoryBound(to: Int64.self).pointee) } ?? SQLITE_OK
+        case SQLITE_FCNTL_CHUNK_SIZE: arg.map { setGrowthStep($0.assumingMemoryBound(to: Int32.self).pointee) } ?? SQLITE_OK
+        default: super.fileControl(op, arg)
+        }
     }
 
     override func close() -> Int32 {

@@ -1,8 +1,8 @@
 internal import CSQLite
 import DataProtection
 
-/// A main database in rollback-journal mode grows in steps, as SQLite's unix VFS does with `SQLITE_FCNTL_CHUNK_SIZE`
-/// (FORMAT.md §6.7.5, "A database grows in steps").
+/// A main database in rollback-journal mode grows in steps, as SQLite's unix VFS does when an application sets
+/// `SQLITE_FCNTL_CHUNK_SIZE` (FORMAT.md §6.7.5, "A database grows in steps"); here it is the default.
 ///
 /// Why: every write past a protected file's end re-seals its committed last chunk (its "last" flag changes), and the
 /// chunk journal must hold that chunk's old bytes durably first, then be emptied durably at the commit: two fsyncs that
@@ -16,29 +16,38 @@ import DataProtection
 /// In WAL mode SQLite writes the database only in checkpoints, which hint the size and then cut the file to it when
 /// every frame is copied: growing in steps there would only add work, so a connection with a WAL does not.
 extension ProtectedDatabaseFile {
-    /// The smallest and the largest step: 64 KiB (16 pages), 1 MiB (256 pages).
-    static let growthSteps: ClosedRange<Int64> = 64 << 10...1 << 20
+    /// The smallest and the largest step of the default rule: 64 KiB (16 pages), 4 MiB (1,024 pages).
+    static let growthSteps: ClosedRange<Int64> = 64 << 10...4 << 20
 
-    /// The size a database file of at least `bytes` bytes grows to: `bytes` rounded up to a step of an eighth of it,
-    /// between the bounds above and a whole number of pages (so at most 1 MiB and 12.5 % of the file stay unused).
-    static func grownSize(toHold bytes: Int64) -> Int64 {
+    /// The size a database file of at least `bytes` bytes grows to: `bytes` rounded up to a whole step. The step is
+    /// `growthStep` when the application set one (`SQLITE_FCNTL_CHUNK_SIZE`; 0: no steps), else a quarter of `bytes`
+    /// between the bounds above; always a whole number of pages. So by default at most a fifth of the file (4 MiB at
+    /// most) stays unused, and a file that grows by a constant amount per commit moves its end once in every few commits.
+    static func grownSize(toHold bytes: Int64, step fixed: Int64? = nil) -> Int64 {
         let page = Int64(ProtectedVFS.pageSize)
-        let step = min(max(bytes / 8, growthSteps.lowerBound), growthSteps.upperBound) / page * page
+        let step = max(page, (fixed ?? min(max(bytes / 4, growthSteps.lowerBound), growthSteps.upperBound)) / page * page)
         return (bytes + step - 1) / step * step
     }
 
     /// `SQLITE_FCNTL_SIZE_HINT`: SQLite is about to write a transaction that leaves the file `bytes` long. A main
-    /// database in rollback-journal mode that is shorter grows to `grownSize(toHold:)` now, with sealed zeros, under the
-    /// seal lock; anything else ignores the hint (SQLite treats it as advice).
+    /// database in rollback-journal mode that is shorter grows to `grownSize(toHold:step:)` now, with sealed zeros,
+    /// under the seal lock; anything else ignores the hint (SQLite treats it as advice).
     func grow(toHold bytes: Int64) -> Int32 {
         guard isMainDatabase, walIndex == nil, wal == nil else { return SQLITE_OK }
         do throws(ProtectionError) {
             try sealed(.exclusive) { () throws(ProtectionError) in
-                if bytes > (try handle.size) { try handle.truncate(to: Self.grownSize(toHold: bytes)) }
+                if bytes > (try handle.size) { try handle.truncate(to: Self.grownSize(toHold: bytes, step: growthStep)) }
             }
         } catch {
             return VFSFailure.record(error, io: DP_IOERR_TRUNCATE)
         }
+        return SQLITE_OK
+    }
+
+    /// `SQLITE_FCNTL_CHUNK_SIZE`: the application's step, in bytes (0 or less: the file grows to exactly what SQLite
+    /// writes, as without the VFS's steps).
+    func setGrowthStep(_ bytes: Int32) -> Int32 {
+        growthStep = Int64(max(0, bytes))
         return SQLITE_OK
     }
 }

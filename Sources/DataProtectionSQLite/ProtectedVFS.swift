@@ -126,6 +126,27 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
     ///   - name: the full path SQLite made (`xFullPathname`), nil for a temporary file.
     ///   - flags: `SQLITE_OPEN_*`: the file's kind, read-write or read-only, create, exclusive, delete-on-close.
     func open(_ name: UnsafePointer<CChar>?, flags: Int32) throws(ProtectionError) -> DatabaseFile {
+        do throws(ProtectionError) { return try openFile(name, flags: flags) } catch where error.code == .notProtected || error.code == .authenticationFailed {
+            let kind = flags & 0x000F_FF00
+            guard let name, [SQLITE_OPEN_MAIN_JOURNAL, SQLITE_OPEN_WAL, SQLITE_OPEN_SUPER_JOURNAL].contains(kind) else { throw error }
+            throw damagedCompanion(error, String(cString: name), kind: kind)
+        }
+    }
+
+    /// The error for a journal or WAL that does not open as a protected file: which file of which database, what a power
+    /// loss does to it, and the fix. (The file layer's own advice, `dpctl protect` or restoring the file alone, is wrong
+    /// for a database's companion.)
+    private func damagedCompanion(_ error: ProtectionError, _ path: String, kind: Int32) -> ProtectionError {
+        let what = kind == SQLITE_OPEN_WAL ? "WAL" : kind == SQLITE_OPEN_SUPER_JOURNAL ? "super-journal" : "rollback journal"
+        let database = kind == SQLITE_OPEN_WAL || kind == SQLITE_OPEN_MAIN_JOURNAL ? path.replacing(/-(journal|wal)$/, with: "") : path
+        let why = error.code == .notProtected ? "it does not start as a protected file" : "part of it fails authentication"
+        return ProtectionError(
+            error.code,
+            "unable to open '\(path)', the \(what) of the database '\(database)': \(why). A power loss while SQLite was writing it can leave it so, as can tampering, and SQLite needs it to finish the database's last transaction: restore the database with its companion files from a backup (SECURITY.md, \"Protected databases\")",
+            path: path, underlying: error)
+    }
+
+    private func openFile(_ name: UnsafePointer<CChar>?, flags: Int32) throws(ProtectionError) -> DatabaseFile {
         let kind = flags & 0x000F_FF00
         let persistent = [SQLITE_OPEN_MAIN_DB, SQLITE_OPEN_MAIN_JOURNAL, SQLITE_OPEN_WAL, SQLITE_OPEN_SUPER_JOURNAL].contains(kind)
         guard let name, persistent else { return MemoryDatabaseFile() }

@@ -1,7 +1,7 @@
 import CSQLite
 @_spi(Testing) import DataProtection
+@testable import DataProtectionSQLite
 import DataProtectionFormat
-import DataProtectionSQLite
 import Foundation
 import SystemLayer
 import XCTest
@@ -59,7 +59,7 @@ final class DatabaseGrowthTests: XCTestCase {
     }
 
     /// A transaction that grows the file and rolls back gives the growth back (SQLite cuts the file to its size at the
-    /// transaction's start), and the grown sizes follow the rule: an eighth of the file, between 64 KiB and 1 MiB.
+    /// transaction's start), and the grown sizes follow the rule: a quarter of the file, between 64 KiB and 4 MiB.
     func testARolledBackTransactionGivesItsGrowthBack() throws {
         let dir = try temporaryDirectory(self)
         let files = files()
@@ -75,8 +75,26 @@ final class DatabaseGrowthTests: XCTestCase {
         XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
         try db.execute("BEGIN; " + String(repeating: "INSERT INTO t VALUES (randomblob(3000));", count: 3000) + " COMMIT")
         let grown = try files.info(path).plaintextSize, used = try Self.integer(db, "PRAGMA page_count") * 4096
-        XCTAssertEqual(grown % (1 << 20), 0, "past 8 MiB the step is 1 MiB")
-        XCTAssertLessThan(grown - used, 1 << 20)
+        XCTAssertGreaterThan(grown, 8 << 20)
+        XCTAssertLessThan(grown - used, used / 4 + 4096, "at most a step, a quarter of the file, unused")
+        XCTAssertEqual(ProtectedDatabaseFile.grownSize(toHold: 100 << 20), 100 << 20, "4 MiB steps past 16 MiB")
+        XCTAssertEqual(ProtectedDatabaseFile.grownSize(toHold: (100 << 20) + 1), 104 << 20)
+        XCTAssertEqual(ProtectedDatabaseFile.grownSize(toHold: 4096), 64 << 10)
+    }
+
+    /// `SQLITE_FCNTL_CHUNK_SIZE` sets the step, as with SQLite's unix VFS; 0 turns the steps off.
+    func testTheApplicationSetsTheStepWithTheChunkSizeFileControl() throws {
+        let dir = try temporaryDirectory(self)
+        let files = files()
+        for (step, path) in [(Int32(0), dir + "/exact.db"), (Int32(1 << 20), dir + "/mib.db")] {
+            let db = try ProtectedDatabase.open(path: path, protection: .none, files: files)
+            defer { db.close() }
+            var n = step
+            XCTAssertEqual(sqlite3_file_control(db.connection, "main", SQLITE_FCNTL_CHUNK_SIZE, &n), SQLITE_OK)
+            try db.execute("PRAGMA journal_mode = DELETE; CREATE TABLE t(x); BEGIN; " + String(repeating: "INSERT INTO t VALUES (randomblob(3000));", count: 10) + " COMMIT")
+            let size = try files.info(path).plaintextSize, used = try Self.integer(db, "PRAGMA page_count") * 4096
+            XCTAssertEqual(size, step == 0 ? used : 1 << 20, "step \(step)")
+        }
     }
 
     /// `unprotect` decrypts the whole main file: a chunk of the unused end that a crash left unreadable (simulated by

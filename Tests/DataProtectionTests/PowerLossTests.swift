@@ -175,6 +175,8 @@ final class PowerLossTests: XCTestCase {
         guard [.databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal].contains(op) else { return nil }
         if detail.hasPrefix("torn: "), detail.contains("'\(database)-journal'") || detail.contains("'\(database)-wal'"),
             detail.contains("no protected-file magic") || detail.contains("failed authentication")
+                || detail.contains("of the database '\(database)': it does not start as a protected file")
+                || detail.contains("of the database '\(database)': part of it fails authentication")
         {
             return "journal/WAL tail torn"
         }

@@ -210,6 +210,24 @@ final class ProtectedDatabaseTests: DomainTestCase {
         try assertIntegrity(path, domain.files, rows: 101)
     }
 
+    /// A rollback journal beside the database that does not open as a protected file (what a power loss leaves when
+    /// the journal's first page never reached the disk; here bytes written over it) fails the database's open with an
+    /// error that names the journal, its database and the fix, not the file layer's advice for a lone file.
+    func testADamagedJournalNamesItsDatabaseAndTheFix() throws {
+        let domain = try unlockedDomain()
+        let path = root + "/damaged.db"
+        let db = try ProtectedDatabase.open(path: path, protection: .none, files: domain.files)
+        try db.execute("PRAGMA journal_mode = DELETE; CREATE TABLE t(x); INSERT INTO t VALUES (1)")
+        db.close()
+        try writeBytes([UInt8](repeating: 0x5a, count: 5000), path + "-journal")
+        XCTAssertThrowsError(try ProtectedDatabase.open(path: path, protection: .none, files: domain.files).rows("SELECT count(*) FROM t")) { e in
+            let message = (e as! DatabaseError).message
+            XCTAssertTrue(message.contains("'\(path)-journal', the rollback journal of the database '\(path)'"), message)
+            XCTAssertTrue(message.contains("restore the database with its companion files from a backup"), message)
+            XCTAssertFalse(message.contains("dpctl protect"), message)
+        }
+    }
+
     /// A flipped byte in a page of the database gives a clear "tampered" error (raw SQLite: SQLITE_CORRUPT), never rows.
     func testATamperedPageFailsAuthenticationNotWrongRows() throws {
         let domain = try unlockedDomain()
