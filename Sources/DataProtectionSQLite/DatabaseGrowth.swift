@@ -1,42 +1,52 @@
 internal import CSQLite
 import DataProtection
 
-/// A main database in rollback-journal mode grows in steps, as SQLite's unix VFS does when an application sets
+/// A main database in rollback-journal mode grows with spare room, as SQLite's unix VFS does when an application sets
 /// `SQLITE_FCNTL_CHUNK_SIZE` (FORMAT.md §6.7.5, "A database grows in steps"); here it is the default.
 ///
 /// Why: every write past a protected file's end re-seals its committed last chunk (its "last" flag changes), and the
 /// chunk journal must hold that chunk's old bytes durably first, then be emptied durably at the commit: two fsyncs that
-/// SQLite's own journal does not need. A transaction that grows the database by a page or two per commit (inserts)
-/// paid them every time. Grown in steps, the file's end moves once per step; the pages between the last one SQLite
-/// uses and the end are sealed zeros, which SQLite counts in the file's size, journals before it first writes them
-/// (they are inside the size a transaction started with) and cuts away when it rolls a transaction back
-/// (`pager_truncate` to the size in the journal's header). A file longer than its database header's page count is one
-/// SQLite reads as it reads the unix VFS's chunked files.
+/// SQLite's own journal does not need. A database that grows by a few pages per commit (inserts) paid them at every
+/// commit. With spare room the file's end moves once in several commits. The spare pages are sealed zeros past the
+/// last page the database header counts: SQLite counts them in the file's size and writes a page it adds there without
+/// reading it (its old content does not matter, so SQLite does not journal it either); a transaction rolled back cuts
+/// the file to its size at the transaction's start (`pager_truncate`). A page a crash tore there is therefore never
+/// read: the database's next page there overwrites it whole, and `DatabaseUnit.unprotect`, which decrypts the whole
+/// file, cuts the unused end first (`cutUnusedEnd`). A file longer than its header's page count is one SQLite reads as
+/// it reads the unix VFS's chunked files.
 ///
 /// In WAL mode SQLite writes the database only in checkpoints, which hint the size and then cut the file to it when
-/// every frame is copied: growing in steps there would only add work, so a connection with a WAL does not.
+/// every frame is copied: spare room there would only add work, so a connection with a WAL leaves the hint alone.
 extension ProtectedDatabaseFile {
-    /// The smallest and the largest step of the default rule: 64 KiB (16 pages), 4 MiB (1,024 pages).
-    static let growthSteps: ClosedRange<Int64> = 64 << 10...4 << 20
+    /// The least and the most spare room the default rule leaves: 64 KiB (16 pages), 4 MiB (1,024 pages).
+    static let spareRoom: ClosedRange<Int64> = 64 << 10...4 << 20
 
-    /// The size a database file of at least `bytes` bytes grows to: `bytes` rounded up to a whole step. The step is
-    /// `growthStep` when the application set one (`SQLITE_FCNTL_CHUNK_SIZE`; 0: no steps), else a quarter of `bytes`
-    /// between the bounds above; always a whole number of pages. So by default at most a fifth of the file (4 MiB at
-    /// most) stays unused, and a file that grows by a constant amount per commit moves its end once in every few commits.
-    static func grownSize(toHold bytes: Int64, step fixed: Int64? = nil) -> Int64 {
+    /// The size a database file of `size` bytes grows to when a transaction needs `bytes`.
+    ///
+    /// With a step the application set (`SQLITE_FCNTL_CHUNK_SIZE`): `bytes` rounded up to a whole step, as the unix VFS
+    /// does (0: to a whole page, so exactly what SQLite writes). Otherwise `bytes` plus spare room for the transactions
+    /// to come: a quarter of `bytes`, or three times this transaction's growth if that is more, within `spareRoom`; so
+    /// a file that grows by about the same amount per commit moves its end once in every three commits or fewer, and at
+    /// most a quarter of it (4 MiB at most) stays unused.
+    static func grownSize(toHold bytes: Int64, from size: Int64, step fixed: Int64? = nil) -> Int64 {
         let page = Int64(ProtectedVFS.pageSize)
-        let step = max(page, (fixed ?? min(max(bytes / 4, growthSteps.lowerBound), growthSteps.upperBound)) / page * page)
-        return (bytes + step - 1) / step * step
+        if let fixed {
+            let step = max(page, fixed / page * page)
+            return (bytes + step - 1) / step * step
+        }
+        let spare = min(max(bytes / 4, 3 * (bytes - size), spareRoom.lowerBound), spareRoom.upperBound)
+        return (bytes + spare + page - 1) / page * page
     }
 
     /// `SQLITE_FCNTL_SIZE_HINT`: SQLite is about to write a transaction that leaves the file `bytes` long. A main
-    /// database in rollback-journal mode that is shorter grows to `grownSize(toHold:step:)` now, with sealed zeros,
+    /// database in rollback-journal mode that is shorter grows to `grownSize(toHold:from:step:)` now, with sealed zeros,
     /// under the seal lock; anything else ignores the hint (SQLite treats it as advice).
     func grow(toHold bytes: Int64) -> Int32 {
         guard isMainDatabase, walIndex == nil, wal == nil else { return SQLITE_OK }
         do throws(ProtectionError) {
             try sealed(.exclusive) { () throws(ProtectionError) in
-                if bytes > (try handle.size) { try handle.truncate(to: Self.grownSize(toHold: bytes, step: growthStep)) }
+                let size = try handle.size
+                if bytes > size { try handle.truncate(to: Self.grownSize(toHold: bytes, from: size, step: growthStep)) }
             }
         } catch {
             return VFSFailure.record(error, io: DP_IOERR_TRUNCATE)
