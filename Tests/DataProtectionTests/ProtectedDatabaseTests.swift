@@ -234,9 +234,10 @@ final class ProtectedDatabaseTests: DomainTestCase {
         let path = root + "/tamper.db"
         let db = try ProtectedDatabase.open(path: path, protection: .none, files: domain.files)
         try db.execute("CREATE TABLE t(x); BEGIN; " + String(repeating: "INSERT INTO t VALUES (randomblob(200));", count: 300) + " COMMIT")
+        guard case .integer(let pages)? = try db.rows("PRAGMA page_count").first?.first else { return XCTFail("no page count") }
         db.close()
         var bytes = try readBytes(path)
-        bytes[bytes.count / 2] ^= 0x01  // inside some page's chunk
+        bytes[176 + Int(pages / 2) * 4136 + 2000] ^= 0x01  // inside a page of t (not the spare room past the last page)
         try writeBytes(bytes, path)
         let again = try ProtectedDatabase.open(path: path, protection: .none, files: domain.files)
         defer { again.close() }
