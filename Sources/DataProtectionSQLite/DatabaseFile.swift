@@ -67,6 +67,11 @@ final class ProtectedDatabaseFile: DatabaseFile {
     var isMainDatabase = false
     /// For a WAL: the offset of the commit frame whose 24-byte header was the last write, until its page follows.
     var commitFrameHeaderAt: Int64 = -1
+    /// For a WAL: the frame header SQLite wrote last and its offset (-1: none), held until its page follows, and the
+    /// buffer the two are joined in (`WALFrameHeaders.swift`).
+    var heldFrameHeaderAt: Int64 = -1
+    var heldFrameHeader = [UInt8](repeating: 0, count: 24)
+    var joinedFrame: UnsafeMutableRawBufferPointer?
     /// Set for a journal, super-journal or WAL that SQLite opened with `SQLITE_OPEN_CREATE`: its first sync also syncs
     /// its directory, so that its name is durable before SQLite relies on the file, as SQLite's unix VFS does. A
     /// rollback journal is created anew by every transaction in DELETE mode: without this a power loss can take away
@@ -95,6 +100,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func close() -> Int32 {
+        _ = writeHeldFrameHeader()  // SQLite closes a WAL between whole frames: nothing is held then
+        releaseJoinedFrame()
         forget?()
         pageCacheRelease?()
         pageCacheRelease = nil
@@ -118,6 +125,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
     /// `DatabaseError.tampered` (an extended `SQLITE_CORRUPT`), no byte of it. A successful first read is always right:
     /// every byte it returns authenticated, and no writer changes bytes inside a reader's snapshot.
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
+        let held = writeHeldFrameHeader()
+        guard held == SQLITE_OK else { return held }
         do throws(ProtectionError) {
             var n = -1
             do throws(ProtectionError) { n = try handle.read(into: buffer, at: offset) } catch where error.code == .authenticationFailed {}
@@ -169,6 +178,15 @@ final class ProtectedDatabaseFile: DatabaseFile {
     /// to nothing first, so that the new log's frames are appends rather than re-seals of the old log's committed
     /// chunks, each of which would cost the chunk journal an fsync (FORMAT.md §6.7.5, "A WAL started over is cut first").
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        if isWAL, let rc = holdingFrameHeaders(buffer, at: offset) { return rc }
+        let rc = writeSealed(buffer, at: offset)
+        guard rc == SQLITE_OK else { return rc }
+        if isWAL { return committingAfterACommitFrame(buffer, at: offset) }
+        return SQLITE_OK
+    }
+
+    /// `buffer` written at `offset` under the seal lock (the WAL cut first when a WAL header starts the log over).
+    func writeSealed(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         do throws(ProtectionError) {
             try sealed(.exclusive) { () throws(ProtectionError) in
                 if isWAL, offset == 0, buffer.count == Self.walHeaderSize, try handle.size > 0 { try handle.truncate(to: 0) }
@@ -177,7 +195,6 @@ final class ProtectedDatabaseFile: DatabaseFile {
         } catch {
             return VFSFailure.record(error, io: DP_IOERR_WRITE)
         }
-        if isWAL { return committingAfterACommitFrame(buffer, at: offset) }
         return SQLITE_OK
     }
 
@@ -196,7 +213,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     /// A frame is a 24-byte header, then the page, each one `xWrite` (walformat.html, "The WAL File Format"): frame
     /// `k` at `32 + k · (24 + page size)`; header bytes 4–7 hold the database size in pages after a commit, zero in
     /// every other frame.
-    private func committingAfterACommitFrame(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+    func committingAfterACommitFrame(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         let header = 24, walHeader = Int64(Self.walHeaderSize)
         if buffer.count == header, offset >= walHeader {
             commitFrameHeaderAt = buffer[4] | buffer[5] | buffer[6] | buffer[7] != 0 ? offset : -1
@@ -211,6 +228,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func truncate(to size: Int64) -> Int32 {
+        let held = writeHeldFrameHeader()
+        guard held == SQLITE_OK else { return held }
         do throws(ProtectionError) { try sealed(.exclusive) { () throws(ProtectionError) in try handle.truncate(to: size) } } catch {
             return VFSFailure.record(error, io: DP_IOERR_TRUNCATE)
         }
@@ -218,6 +237,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func sync() -> Int32 {
+        let held = writeHeldFrameHeader()
+        guard held == SQLITE_OK else { return held }
         do throws(ProtectionError) { try handle.sync() } catch { return VFSFailure.record(error, io: DP_IOERR_FSYNC) }
         if syncsDirectoryAtFirstSync {
             do throws(SystemError) { try io.syncDirectory(of: handle.path) } catch {
@@ -229,6 +250,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func size(_ out: inout Int64) -> Int32 {
+        let held = writeHeldFrameHeader()
+        guard held == SQLITE_OK else { return held }
         do throws(ProtectionError) {
             if sizeMayBeStale { try reloadAfterOtherWriters() }
             out = try handle.size

@@ -97,8 +97,11 @@ extension ProtectedDatabaseFile {
         let start = WALIndex.lockBase + Int64(offset)
         if flags & SQLITE_SHM_UNLOCK != 0 {
             var rc = SQLITE_OK
-            if offset == 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal, wal.handle.holdsHotJournal {  // WAL_WRITE_LOCK
-                do throws(ProtectionError) { try wal.handle.commitForTheNextWriter() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
+            if offset == 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal {  // WAL_WRITE_LOCK
+                rc = wal.writeHeldFrameHeader()  // none after a whole frame; a failed transaction may leave one
+                if wal.handle.holdsHotJournal {
+                    do throws(ProtectionError) { try wal.handle.commitForTheNextWriter() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
+                }
             }
             _ = index.file.lock(nil, start: start, length: Int64(count))
             return rc
