@@ -67,11 +67,13 @@ final class ProtectedDatabaseFile: DatabaseFile {
     var isMainDatabase = false
     /// For a WAL: the offset of the commit frame whose 24-byte header was the last write, until its page follows.
     var commitFrameHeaderAt: Int64 = -1
-    /// For a WAL: the frame header SQLite wrote last and its offset (-1: none), held until its page follows, and the
-    /// buffer the two are joined in (`WALFrameHeaders.swift`).
-    var heldFrameHeaderAt: Int64 = -1
-    var heldFrameHeader = [UInt8](repeating: 0, count: 24)
-    var joinedFrame: UnsafeMutableRawBufferPointer?
+    /// For a journal or WAL (`holdsSmallWrites`): the small writes held until the next write (`HeldWrites.swift`), where
+    /// they start (-1: none) and how many bytes they are, and the buffer they are joined to that write in.
+    var holdsSmallWrites = false
+    var heldAt: Int64 = -1
+    var heldCount = 0
+    var held = [UInt8](repeating: 0, count: ProtectedDatabaseFile.heldLimit)
+    var joined: UnsafeMutableRawBufferPointer?
     /// Set for a journal, super-journal or WAL that SQLite opened with `SQLITE_OPEN_CREATE`: its first sync also syncs
     /// its directory, so that its name is durable before SQLite relies on the file, as SQLite's unix VFS does. A
     /// rollback journal is created anew by every transaction in DELETE mode: without this a power loss can take away
@@ -100,8 +102,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func close() -> Int32 {
-        _ = writeHeldFrameHeader()  // SQLite closes a WAL between whole frames: nothing is held then
-        releaseJoinedFrame()
+        _ = writeHeld()  // SQLite closes a journal or WAL after a sync or a whole frame: nothing is held then
+        releaseJoined()
         forget?()
         pageCacheRelease?()
         pageCacheRelease = nil
@@ -125,7 +127,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     /// `DatabaseError.tampered` (an extended `SQLITE_CORRUPT`), no byte of it. A successful first read is always right:
     /// every byte it returns authenticated, and no writer changes bytes inside a reader's snapshot.
     override func read(_ buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Int32 {
-        let held = writeHeldFrameHeader()
+        let held = writeHeld()
         guard held == SQLITE_OK else { return held }
         do throws(ProtectionError) {
             var n = -1
@@ -178,7 +180,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     /// to nothing first, so that the new log's frames are appends rather than re-seals of the old log's committed
     /// chunks, each of which would cost the chunk journal an fsync (FORMAT.md §6.7.5, "A WAL started over is cut first").
     override func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
-        if isWAL, let rc = holdingFrameHeaders(buffer, at: offset) { return rc }
+        if holdsSmallWrites, let rc = holdingSmallWrites(buffer, at: offset) { return rc }
         let rc = writeSealed(buffer, at: offset)
         guard rc == SQLITE_OK else { return rc }
         if isWAL { return committingAfterACommitFrame(buffer, at: offset) }
@@ -228,7 +230,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func truncate(to size: Int64) -> Int32 {
-        let held = writeHeldFrameHeader()
+        let held = writeHeld()
         guard held == SQLITE_OK else { return held }
         do throws(ProtectionError) { try sealed(.exclusive) { () throws(ProtectionError) in try handle.truncate(to: size) } } catch {
             return VFSFailure.record(error, io: DP_IOERR_TRUNCATE)
@@ -237,7 +239,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func sync() -> Int32 {
-        let held = writeHeldFrameHeader()
+        let held = writeHeld()
         guard held == SQLITE_OK else { return held }
         do throws(ProtectionError) { try handle.sync() } catch { return VFSFailure.record(error, io: DP_IOERR_FSYNC) }
         if syncsDirectoryAtFirstSync {
@@ -250,7 +252,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     }
 
     override func size(_ out: inout Int64) -> Int32 {
-        let held = writeHeldFrameHeader()
+        let held = writeHeld()
         guard held == SQLITE_OK else { return held }
         do throws(ProtectionError) {
             if sizeMayBeStale { try reloadAfterOtherWriters() }

@@ -174,6 +174,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         if handle == nil { handle = try openSealed(path, forWriting: writable, on: via) }
         let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
         file.syncsDirectoryAtFirstSync = flags & SQLITE_OPEN_CREATE != 0 && kind != SQLITE_OPEN_MAIN_DB
+        file.holdsSmallWrites = kind != SQLITE_OPEN_MAIN_DB  // HeldWrites.swift
         // A WAL's commits are handed to the next writer lazily (`commitForTheNextWriter`); every sync of any
         // connection's handle of the WAL then makes them durable, before SQLite relies on the file. No other file's
         // chunk journal is emptied lazily, so their syncs leave it alone (an fsync per commit saved).

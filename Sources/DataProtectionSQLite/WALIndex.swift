@@ -98,7 +98,7 @@ extension ProtectedDatabaseFile {
         if flags & SQLITE_SHM_UNLOCK != 0 {
             var rc = SQLITE_OK
             if offset == 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal {  // WAL_WRITE_LOCK
-                rc = wal.writeHeldFrameHeader()  // none after a whole frame; a failed transaction may leave one
+                rc = wal.writeHeld()  // none after a whole frame; a failed transaction may leave one
                 if wal.handle.holdsHotJournal {
                     do throws(ProtectionError) { try wal.handle.commitForTheNextWriter() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
                 }
