@@ -1,5 +1,6 @@
 import CSQLite
 @_spi(Testing) import DataProtection
+// @testable: checks the growth rule (ProtectedDatabaseFile.grownSize) at sizes no test database reaches.
 @testable import DataProtectionSQLite
 import DataProtectionFormat
 import Foundation
