@@ -29,6 +29,9 @@ struct WriteJournal {
     private(set) var hot = false
     /// Bytes the next record starts at.
     private var end: Int64 = 0
+    /// Bytes of the journal file known to be written (its length when opened, then what `append` zero-filled): records
+    /// written inside them change no length, so their flush waits for no metadata commit of the file system.
+    private var written: Int64 = 0
     /// The header checksum records chain to.
     private var chain: [UInt8] = []
     /// Records written since the last fsync of the journal.
@@ -67,6 +70,7 @@ struct WriteJournal {
             } catch { throw ioError(error) }
             chain = Array(header[(JournalFormat.headerSize - JournalFormat.checksumSize)...])
             end = Int64(JournalFormat.headerSize)
+            written = max(written, end)
             hot = true
             unsynced = true
             emptiedUnsynced = false  // the flush of this header makes the file durable as a whole
@@ -81,6 +85,7 @@ struct WriteJournal {
     mutating func append(_ io: any FileIO, _ type: JournalFormat.RecordType, offset: Int64, _ bytes: UnsafeRawBufferPointer) throws(ProtectionError) {
         precondition(hot)
         let head = JournalFormat.encodeHead(.init(type: type, length: bytes.count, offset: offset))
+        try zeroFill(io, through: end + Int64(head.count + bytes.count + JournalFormat.checksumSize))
         let sum = try crypto { () throws(CryptoError) in try JournalFormat.recordChecksum(chain: chain, head: head, payload: bytes) }
         do throws(SystemError) {
             try head.span.bytes.withUnsafeBytes { (h) throws(SystemError) in try io.writeFully(fd, from: h, at: end) }
@@ -137,6 +142,26 @@ struct WriteJournal {
         defer { io.close(other) }
         do throws(SystemError) { try io.fsync(other) } catch { throw ioError(error) }
     }
+
+    /// Makes the journal at least `needed` bytes long before a record is written there, writing zeros ahead in steps (as
+    /// much again as is written, 64 KiB to 1 MiB at a time; FORMAT.md §6.7.3): a record written over zeros already on
+    /// disk is an overwrite, and its flush costs about half that of a flush that grows the file (an append and fsync of
+    /// 4 KiB 270 µs here, an overwrite of written zeros 135 µs). Zeros after the last record are no valid record.
+    private mutating func zeroFill(_ io: any FileIO, through needed: Int64) throws(ProtectionError) {
+        guard needed > written else { return }
+        let target = max(needed, written + min(max(written, 64 << 10), 1 << 20))
+        do throws(SystemError) {
+            while written < target {
+                let n = Int(min(Int64(Self.zeros.count), target - written))
+                try Self.zeros.span.bytes.withUnsafeBytes { (z) throws(SystemError) in
+                    try io.writeFully(fd, from: UnsafeRawBufferPointer(rebasing: z[..<n]), at: written)
+                }
+                written += Int64(n)
+            }
+        } catch { throw ioError(error) }
+    }
+
+    private static let zeros = [UInt8](repeating: 0, count: 64 << 10)
 
     /// Bytes that overwrite a journal's header to empty it.
     private static let zeroHeader = [UInt8](repeating: 0, count: JournalFormat.headerSize)
@@ -200,6 +225,7 @@ struct WriteJournal {
                 }
                 io.unlock(fd)  // a confined open marks writable descriptors with a shared lock; the journal uses its own
                 named = false
+                written = (try? io.size(fd)) ?? 0
             }
             var locked: Bool
             do throws(SystemError) {

@@ -129,7 +129,11 @@ final class JournalTests: XCTestCase {
         h.abandon()
         let jpath = ProtectedFiles.journalPath(for: path)
         let journal = try readBytes(jpath)
-        try writeBytes(Array(journal[0..<(journal.count - 1)]), jpath)  // the second record torn
+        // The records end where the second record's checksum ends; zeros the writer wrote ahead may follow (§6.7.3).
+        func recordEnd(_ at: Int) -> Int { at + 16 + journal[(at + 4)..<(at + 8)].reduce(0) { $0 << 8 | Int($1) } + 32 }
+        let end = recordEnd(recordEnd(JournalFormat.headerSize))
+        XCTAssertTrue(journal[end...].allSatisfy { $0 == 0 }, "only zeros after the records")
+        try writeBytes(Array(journal[0..<(end - 1)]), jpath)  // the second record torn
         XCTAssertEqual(try files.recover(path), .rolledBack(chunks: 1))
         XCTAssertFalse(journalExists(path))
         var expect = old
