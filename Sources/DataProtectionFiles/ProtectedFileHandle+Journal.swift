@@ -24,11 +24,14 @@ extension ProtectedFileHandle {
             path: path, underlying: failed)
     }
 
-    /// fsyncs the file, then empties the journal: the current contents become the committed state.
+    /// fsyncs the file, then empties the journal durably: the current contents become the committed state.
     ///
-    /// - Parameter durably: fsync the emptied journal too (false: `commitForTheNextWriter`; then the next `sync()` of
-    ///   any handle of the file that syncs journals of other handles makes it durable).
-    func commit(_ st: inout State, durably: Bool = true) throws(ProtectionError) {
+    /// A log's handle whose log is not hot empties the log of the file's other handles the same way (`commitLog`).
+    func commit(_ st: inout State) throws(ProtectionError) {
+        if st.logsCommits, st.journal != nil, st.journal!.hot == false, st.committedSize != nil {
+            try commitLog(&st)
+            return
+        }
         do throws(SystemError) { try io.fsync(st.fd) } catch {
             // After a failed fsync the kernel may have dropped dirty pages: never commit what follows.
             let e = ioError(error, "sync")
@@ -36,12 +39,7 @@ extension ProtectedFileHandle {
             throw e
         }
         if st.journal != nil {
-            do throws(ProtectionError) {
-                let hot = st.journal!.hot
-                try st.journal!.commit(io, durably: durably)
-                // Another handle may have emptied the journal lazily since this one's data was last synced.
-                if durably, !hot, st.syncsOtherHandlesCommits { try st.journal!.syncEmptiness(io) }
-            } catch {
+            do throws(ProtectionError) { try st.journal!.commit(io) } catch {
                 st.failed = error
                 throw error
             }
@@ -70,7 +68,10 @@ extension ProtectedFileHandle {
             for j in range.lowerBound..<upper where !left.contains(j) && !st.journal!.journaled.contains(j) { need.append(j) }
         }
         if st.journal!.hot && need.isEmpty { return }
-        if !st.journal!.hot {
+        if !st.journal!.hot && st.logsCommits {
+            // A log: continue it after the last commit's mark, or begin it after a sync (FORMAT.md §6.7.6).
+            try st.journal!.continueLog(io, fileSize: layout.fileSize(forPlaintextSize: committed), dataHeader: try diskHeader(&st))
+        } else if !st.journal!.hot {
             // A database's commit that starts a journal here usually grows the file further on, which re-seals the
             // committed last chunk: journaling that chunk now, while the record shares this flush, saves a second fsync
             // of the journal in the same commit (FORMAT.md §6.7.5).
@@ -83,6 +84,30 @@ extension ProtectedFileHandle {
             st.journal!.journaled.insert(j)
         }
         try st.journal!.flush(io)
+    }
+
+    /// A commit of a log's handle: marks what this handle wrote since it continued the log (FORMAT.md §6.7.6), without
+    /// an fsync, and lets the log go to the file's next writer.
+    func markCommit(_ st: inout State) throws(ProtectionError) {
+        guard st.journal?.hot == true else { return }
+        do throws(ProtectionError) { try st.journal!.mark(io, fileSize: layout.fileSize(forPlaintextSize: st.size)) } catch {
+            st.failed = error
+            throw error
+        }
+        st.committedSize = st.size
+    }
+
+    /// A durable commit of a log's handle whose journal is not hot: holding the log's lock, so that no writer starts a
+    /// change meanwhile, fsyncs the file, then empties the log (every mark in it is durable now) and lets it go.
+    func commitLog(_ st: inout State) throws(ProtectionError) {
+        let header = try diskHeader(&st)
+        try st.journal!.lockLog(io, dataHeader: header)
+        do throws(SystemError) { try io.fsync(st.fd) } catch {
+            st.journal!.releaseLock(io)
+            throw ioError(error, "sync")
+        }
+        try st.journal!.emptyLog(io, dataHeader: header)
+        st.committedSize = st.size
     }
 
     /// The file's header bytes as on disk now, which a journal is bound to (a rewrap may have rewritten them since the open).

@@ -59,29 +59,21 @@ extension ProtectedFileHandle {
         state.withLock { $0.keepsFirstChunk = true }
     }
 
-    /// Commits what the handle changed so that the next writer (another handle, under the caller's own lock) can start
-    /// a change of its own: the file is fsynced and the journal emptied, but the emptying is not fsynced.
-    ///
-    /// Why that is safe: a power loss may bring the journal back as it was, and it then rolls the file back to before
-    /// this change, a state the file was in, fsynced, with this change cut away as if it had not been made — unless
-    /// something made durable since depends on the change. That is what `sync()` promises, so every handle that
-    /// commits this way, and every other handle of the file, must sync journals of other handles too
-    /// (`syncJournalsOfOtherHandlesToo`): a database's WAL is synced (by SQLite, in any connection) before a checkpoint
-    /// copies its frames into the database, and at every commit with `synchronous = FULL`. The next change's journal
-    /// (a header then records, fsynced before any data) replaces the emptied one durably in any case.
+    /// Makes the handle's commits marks in a log instead of fsyncs (FORMAT.md §6.7.6; a WAL): `markCommit()` ends a
+    /// change, and `sync()` (of any handle of the file that logs) makes every mark durable and empties the log.
+    package func logCommits() {
+        state.withLock { $0.logsCommits = true }
+    }
+
+    /// Marks the change this handle made as committed, without an fsync: until the file's next `sync()`, a crash of
+    /// the process keeps it, and a crash of the machine may take it back to that sync, never to a state between.
     /// - Throws: as `sync()`.
-    package func commitForTheNextWriter() throws(ProtectionError) {
+    package func markCommit() throws(ProtectionError) {
         try state.withLock { (st) throws(ProtectionError) in
             _ = try live(&st, "sync")
             if let failed = st.failed { throw failedChange(failed, "sync") }
-            try commit(&st, durably: false)
+            try markCommit(&st)
         }
-    }
-
-    /// Makes every `sync()` of this handle fsync the file's journal even when this handle's own is not hot, so that
-    /// another handle's `commitForTheNextWriter` becomes durable with it (a database's files).
-    package func syncJournalsOfOtherHandlesToo() {
-        state.withLock { $0.syncsOtherHandlesCommits = true }
     }
 
     /// Whether the handle's rollback journal is hot: it changed committed chunks since its last `sync()`. A database

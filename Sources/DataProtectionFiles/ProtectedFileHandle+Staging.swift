@@ -51,9 +51,8 @@ extension ProtectedFileHandle {
         var firstChunkLength = -1
         /// The "last" flag chunk 0 was opened with.
         var firstChunkLast = false
-        /// Whether this handle's durable commits (`sync()`) also make another handle's lazy commit of the same file
-        /// durable (`commitForTheNextWriter`): a database's files, whose writers take turns under SQLite's locks.
-        var syncsOtherHandlesCommits = false
+        /// Whether the handle's journal is a log (FORMAT.md §6.7.6): commits are marks, not fsyncs (`logCommits`).
+        var logsCommits = false
         /// Whether reads keep chunk 0 (a database's main file, whose page 1 SQLite reads at every rollback-mode
         /// transaction for its change counter).
         var keepsFirstChunk = false

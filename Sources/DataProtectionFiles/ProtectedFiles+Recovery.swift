@@ -110,6 +110,8 @@ struct JournalRecoverer {
     private struct Record {
         var head: JournalFormat.RecordHead
         var payloadAt: Int64
+        /// A commit mark's payload (a log's `.mark` records).
+        var mark: JournalFormat.Mark?
     }
 
     func run() throws(ProtectionError) -> JournalRecovery {
@@ -174,24 +176,46 @@ struct JournalRecoverer {
         let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: dataHeader.chunkSize, overhead: dataHeader.cipher.overhead)
         if let why = JournalFormat.problem(with: header, layout: layout) { throw forged(why) }
         let records = try system { () throws(SystemError) in try validRecords(jfd, size: jsize, chain: chain, from: Int64(header.size)) }
-        for r in records { if let why = JournalFormat.problem(with: r.head, in: header, layout: layout) { throw forged(why) } }
+        // Each undo record restores a chunk as of the last commit before it: the header's committed size, or in a log
+        // (kind 3) the last mark before it.
+        var committed = header.committedSize
+        for r in records {
+            if let why = JournalFormat.problem(with: r.head, in: header, layout: layout, committed: committed) { throw forged(why) }
+            if r.head.type == .mark {
+                guard let m = r.mark else { throw forged("a commit mark that holds no size and boot") }
+                if let why = JournalFormat.problem(withSize: m.fileSize, layout: layout) { throw forged(why) }
+                committed = m.fileSize
+            }
+        }
+        // What the file goes back to: a log's last mark when it was made in this boot (the page cache still holds every
+        // byte it marks: a process died, not the machine), else the committed size, which was fsynced (FORMAT.md §6.7.4).
+        var from = 0, restoreSize = header.committedSize
+        if header.kind == .log, let i = records.lastIndex(where: { $0.head.type == .mark }), let m = records[i].mark, m.boot == BootIdentity.current {
+            from = i + 1
+            restoreSize = m.fileSize
+        }
         let dataSize = try system { () throws(SystemError) in try io.size(dfd) }
         let forward = header.kind == .truncate && dataSize == header.targetSize
         // A writer's file never shrinks below its committed size but by a journaled truncate: a rollback cuts, never grows.
-        guard forward || dataSize >= header.committedSize else {
-            throw forged("a committed size of \(header.committedSize) bytes, more than the file's \(dataSize)")
+        guard forward || dataSize >= restoreSize else {
+            throw forged("a committed size of \(restoreSize) bytes, more than the file's \(dataSize)")
+        }
+        // The first undo record of each chunk after the restore point holds it as of that point.
+        var seen = Set<Int64>()
+        let apply = records[from...].filter { r in
+            r.head.type == (forward ? .redo : .undo) && (forward || seen.insert(r.head.offset).inserted)
         }
         return try system { () throws(SystemError) in
             var applied = 0
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: records.map(\.head.length).max() ?? 1, alignment: 64)
             defer { buffer.deallocate() }
-            for r in records where r.head.type == (forward ? .redo : .undo) {
+            for r in apply {
                 let part = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<r.head.length])
                 guard try io.readFully(jfd, into: part, at: r.payloadAt) == part.count else { throw SystemError(EIO) }
                 try io.writeFully(dfd, from: UnsafeRawBufferPointer(part), at: r.head.offset)
                 applied += 1
             }
-            try io.ftruncate(dfd, to: forward ? header.targetSize : header.committedSize)
+            try io.ftruncate(dfd, to: forward ? header.targetSize : restoreSize)
             try io.fsync(dfd)
             try discard(jfd)
             return forward ? .rolledForward : .rolledBack(chunks: applied)
@@ -235,7 +259,7 @@ struct JournalRecoverer {
                 throw SystemError(ENOMEM)
             }
             guard want == sum else { break }
-            out.append(Record(head: h, payloadAt: payloadAt))
+            out.append(Record(head: h, payloadAt: payloadAt, mark: h.type == .mark ? JournalFormat.Mark.parse(Array(part)) : nil))
             at = payloadAt + Int64(h.length + sum.count)
         }
         return out

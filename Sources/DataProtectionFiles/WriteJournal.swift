@@ -24,24 +24,27 @@ struct WriteJournal {
     /// The protected file it protects.
     let dataPath: String
     /// The open journal, or -1.
-    private var fd: Int32 = -1
+    var fd: Int32 = -1
     /// Whether the journal holds a valid header: recovery would act on it.
-    private(set) var hot = false
+    var hot = false
     /// Bytes the next record starts at.
-    private var end: Int64 = 0
+    var end: Int64 = 0
     /// Bytes of the journal file known to be written (its length when opened, then what `append` zero-filled): records
     /// written inside them change no length, so their flush waits for no metadata commit of the file system.
-    private var written: Int64 = 0
+    var written: Int64 = 0
     /// The header checksum records chain to.
-    private var chain: [UInt8] = []
+    var chain: [UInt8] = []
     /// Records written since the last fsync of the journal.
-    private var unsynced = false
-    /// Emptied by this handle's `commit(_:durably: false)` and not fsynced since.
-    private var emptiedUnsynced = false
+    var unsynced = false
     /// Whether the directory was fsynced since `fd` was opened, so the journal's name outlives a power failure.
     private var named = false
-    /// Chunks journaled since the last commit.
+    /// Chunks journaled since the last commit (in a log: since its last mark).
     var journaled: Set<Int64> = []
+    /// A log (kind 3) this handle continued from a mark (`continueLog`), not begun: its records are not flushed.
+    var continuedLog = false
+    /// Where this handle left a log at its last mark, and the log's header checksum: the next `continueLog` reads on
+    /// from there when the log is still the same one.
+    var leftLog: (end: Int64, chain: [UInt8], mark: JournalFormat.Mark)?
 
     init(dataPath: String) {
         self.dataPath = dataPath
@@ -73,7 +76,8 @@ struct WriteJournal {
             written = max(written, end)
             hot = true
             unsynced = true
-            emptiedUnsynced = false  // the flush of this header makes the file durable as a whole
+            continuedLog = false
+            leftLog = nil
             journaled = []
         } catch {
             io.unlock(fd)
@@ -97,50 +101,35 @@ struct WriteJournal {
     }
 
     /// Makes every record written so far durable: after this the data file may be overwritten.
+    ///
+    /// A log continued from an earlier commit (`continueLog`) is not flushed: its records count only in the boot that
+    /// wrote them, when the page cache holds them (FORMAT.md §6.7.6).
     mutating func flush(_ io: any FileIO) throws(ProtectionError) {
-        guard unsynced else { return }
+        guard unsynced, !continuedLog else { return }
         do throws(SystemError) { try io.fsync(fd) } catch { throw ioError(error) }
         unsynced = false
     }
 
-    /// Empties the journal and releases its lock; the data file must already be durable.
+    /// Empties the journal durably and releases its lock; the data file must already be durable.
     ///
-    /// With `durably` (every `sync()`), the emptying is fsynced before this
-    /// returns: an invalidation lost to a power failure would roll back data
-    /// that `sync()` acknowledged. Without it (`commitForTheNextWriter`), the
-    /// next sync of any handle of the file fsyncs it (`syncEmptiness`).
+    /// The emptying is fsynced before this returns: an invalidation lost to a power failure would roll back data
+    /// that `sync()` acknowledged.
     ///
     /// The journal is emptied by zeroing its header, not by cutting it to zero bytes: a header that is not valid holds
     /// nothing to recover (FORMAT.md §6.7.4, step 4), and a file whose length does not change is fsynced without a
     /// metadata commit of the file system. Measured on ext4 here: a 4 KiB overwrite and fsync 105 µs, a truncate, the
     /// same write and fsync 270 µs; the journal's next change writes over the same bytes (`begin`).
-    mutating func commit(_ io: any FileIO, durably: Bool = true) throws(ProtectionError) {
+    mutating func commit(_ io: any FileIO) throws(ProtectionError) {
         guard hot else { return }
         do throws(SystemError) {
             try Self.zeroHeader.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
-            if durably { try io.fsync(fd) }
+            try io.fsync(fd)
         } catch { throw ioError(error) }
         hot = false
-        emptiedUnsynced = !durably
+        continuedLog = false
+        leftLog = nil
         journaled = []
         io.unlock(fd)
-    }
-
-    /// Makes the journal's emptying durable, whichever handle emptied it (`commit(_:durably: false)`): fsyncs the
-    /// journal file if it exists. A handle whose data another handle of the same file commits lazily calls it at every
-    /// sync, so that a power loss never brings back a journal that would roll the synced data back.
-    mutating func syncEmptiness(_ io: any FileIO) throws(ProtectionError) {
-        if fd >= 0 {
-            do throws(SystemError) { try io.fsync(fd) } catch { throw ioError(error) }
-            emptiedUnsynced = false
-            return
-        }
-        let other: Int32
-        do throws(OwnedFileFailure) { other = try io.openOwned(path, flags: O_RDONLY) } catch .system(let e) where e.errno == ENOENT {
-            return
-        } catch { throw error.error("journal a change to", dataPath, at: path) }
-        defer { io.close(other) }
-        do throws(SystemError) { try io.fsync(other) } catch { throw ioError(error) }
     }
 
     /// Makes the journal at least `needed` bytes long before a record is written there, writing zeros ahead in steps (as
@@ -164,10 +153,10 @@ struct WriteJournal {
     private static let zeros = [UInt8](repeating: 0, count: 64 << 10)
 
     /// Bytes that overwrite a journal's header to empty it.
-    private static let zeroHeader = [UInt8](repeating: 0, count: JournalFormat.headerSize)
+    static let zeroHeader = [UInt8](repeating: 0, count: JournalFormat.headerSize)
 
     /// Whether the journal holds nothing to recover: no bytes, or a header that is not valid (emptied by `commit`).
-    private func isEmpty(_ io: any FileIO) throws(SystemError) -> Bool {
+    func isEmpty(_ io: any FileIO) throws(SystemError) -> Bool {
         guard try io.size(fd) > 0 else { return true }
         return JournalFormat.parseHeader(try io.readBytes(fd, count: JournalFormat.headerSize, at: 0)) == nil
     }
@@ -176,9 +165,6 @@ struct WriteJournal {
     mutating func close(_ io: any FileIO) {
         guard fd >= 0 else { return }
         if !hot, (try? io.tryLockExclusive(fd)) == true, (try? io.names(path, fd)) == true, (try? isEmpty(io)) == true {
-            // Durably empty before the name goes: an unlink that a power loss undoes must not bring back the journal
-            // as it was before a lazy commit emptied it.
-            if emptiedUnsynced { try? io.fsync(fd) }
             try? io.unlink(path)  // an empty journal that outlives a power failure is removed by the next open
         }
         io.close(fd)
@@ -210,8 +196,12 @@ struct WriteJournal {
     /// (`openOwned`): a link planted at its name is never followed, so the truncate that starts a journal
     /// never reaches another file. The descriptor stays open between commits; each `begin` re-checks that
     /// it still names the file at `path` (another handle may have removed it on close).
-    /// - Parameter durableName: fsync the directory once per descriptor, so the journal's name outlives a power failure.
-    private mutating func acquire(_ io: any FileIO, dataHeader: [UInt8], durableName: Bool = true) throws(ProtectionError) {
+    /// - Parameters:
+    ///   - durableName: fsync the directory once per descriptor, so the journal's name outlives a power failure.
+    ///   - log: the caller continues or empties a log (kind 3) of this file: wait for the lock whatever the journal holds
+    ///     (a log's writers take turns under their own lock, and its other holders are short: a sync emptying it, a
+    ///     recovery), and let a valid log of this file through instead of refusing it.
+    mutating func acquire(_ io: any FileIO, dataHeader: [UInt8], durableName: Bool = true, log: Bool = false) throws(ProtectionError) {
         for _ in 0..<3 {
             if fd < 0 {
                 do throws(OwnedFileFailure) {
@@ -235,7 +225,7 @@ struct WriteJournal {
                 // short; failing would make a live writer of the file whose writers take turns under their own locks
                 // (a database's connections, under SQLite's) fail to start its change. A hot journal's holder is a
                 // writer in the middle of a change: that still fails at once.
-                if !locked, try isEmpty(io) { locked = OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) == .done }
+                if !locked, try (log ? true : isEmpty(io)) { locked = OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) == .done }
             } catch { throw ioError(error) }
             guard locked else { throw busy("another handle is writing it") }
             let same: Bool
@@ -246,7 +236,7 @@ struct WriteJournal {
                 continue
             }
             do throws(SystemError) {
-                if try io.size(fd) > 0, try belongsToThisFile(io, dataHeader) {
+                if try io.size(fd) > 0, try belongsToThisFile(io, dataHeader, unlessLog: log) {
                     io.unlock(fd)
                     throw SystemError(EBUSY)
                 }
@@ -266,15 +256,16 @@ struct WriteJournal {
     }
 
     /// Whether the (locked) journal holds a valid header for this file: another writer's unfinished change.
-    private func belongsToThisFile(_ io: any FileIO, _ dataHeader: [UInt8]) throws(SystemError) -> Bool {
+    private func belongsToThisFile(_ io: any FileIO, _ dataHeader: [UInt8], unlessLog: Bool) throws(SystemError) -> Bool {
         let b = try io.readBytes(fd, count: JournalFormat.headerSize, at: 0)
         guard let parsed = JournalFormat.parseHeader(b) else { return false }
+        if unlessLog && parsed.0.kind == .log { return false }
         return parsed.0.binding.matches(dataHeader)
     }
 
-    private func ioError(_ e: SystemError) -> ProtectionError { .errno(e.errno, "journal a change to", dataPath) }
+    func ioError(_ e: SystemError) -> ProtectionError { .errno(e.errno, "journal a change to", dataPath) }
 
-    private func busy(_ why: String) -> ProtectionError {
+    func busy(_ why: String) -> ProtectionError {
         ProtectionError(
             .coordinationFailed,
             "unable to write '\(dataPath)': \(why) (its journal '\(path)' is in use); coordinate writers with a FileCoordinator, or sync or close the other handle first",

@@ -29,6 +29,9 @@ public enum JournalFormat {
         case rollback = 1
         /// A truncate in flight: roll forward (redo records) if the file already has the target size, else back.
         case truncate = 2
+        /// A log of commits made without fsyncs since the committed size was synced (a WAL's, FORMAT.md §6.7.6): undo
+        /// records and commit marks; recovery keeps the file as of the last mark made in this boot, else rolls back.
+        case log = 3
     }
 
     /// What a record holds.
@@ -37,6 +40,32 @@ public enum JournalFormat {
         case undo = 1
         /// The bytes at `offset` once a truncate is complete.
         case redo = 2
+        /// A commit (kind `.log` only): the data file's size on disk then and the boot it was made in (`Mark`);
+        /// offset 0. The undo records after it hold chunks as of that commit.
+        case mark = 3
+    }
+
+    /// A commit mark's payload: the data file's size on disk at the commit, and the boot ID (16 bytes) it was made in.
+    public struct Mark: Equatable, Sendable {
+        /// The payload's bytes: the size (8, big-endian), then the boot ID.
+        public static let size = 24
+        public var fileSize: Int64
+        public var boot: [UInt8]
+
+        public init(fileSize: Int64, boot: [UInt8]) {
+            self.fileSize = fileSize
+            self.boot = boot
+        }
+
+        public var encoded: [UInt8] { JournalFormat.bigEndian(UInt64(fileSize)) + boot }
+
+        /// The mark in `b` (a record's payload), or nil when it is not one a writer writes.
+        public static func parse(_ b: [UInt8]) -> Mark? {
+            guard b.count == size else { return nil }
+            let s = Int64(bitPattern: JournalFormat.readBigEndian(b, 0))
+            guard s >= 0 else { return nil }
+            return Mark(fileSize: s, boot: Array(b[8..<size]))
+        }
     }
 
     /// Which data file a journal applies to.
@@ -151,24 +180,37 @@ public enum JournalFormat {
     /// redo record the new last chunk of a truncate (ending at the target size). Anything else
     /// (an offset in the header, between chunks or past the end, a length that is no chunk's)
     /// comes from a forged or buggy journal, which recovery refuses whole.
-    public static func problem(with r: RecordHead, in h: Header, layout: ChunkLayout) -> String? {
+    /// - Parameter committed: the size on disk the record restores: the committed size, or in a log the size of the
+    ///   last mark before it.
+    public static func problem(with r: RecordHead, in h: Header, layout: ChunkLayout, committed: Int64? = nil) -> String? {
+        if r.type == .mark {
+            guard h.kind == .log else { return "a commit mark in a journal that is no log" }
+            guard r.length == Mark.size, r.offset == 0 else { return "a commit mark of \(r.length) bytes at offset \(r.offset)" }
+            return nil
+        }
         let start = Int64(layout.headerSize), stride = Int64(layout.stride), length = Int64(r.length)
         guard r.offset >= start else { return "a record at offset \(r.offset), inside the header" }
         guard (r.offset - start) % stride == 0 else { return "a record at offset \(r.offset), not where a chunk starts" }
         guard length >= Int64(layout.overhead), length <= stride else { return "a record of \(r.length) bytes, not a chunk's length" }
-        let end = r.type == .undo ? h.committedSize : h.targetSize
+        let end = r.type == .undo ? committed ?? h.committedSize : h.targetSize
         if r.type == .redo && h.kind != .truncate { return "a redo record in a rollback journal" }
         guard r.offset + length <= end else { return "a record ending at \(r.offset + length), past the size \(end) it restores" }
         guard length == stride || r.offset + length == end else { return "a short record at offset \(r.offset) that is not the last chunk" }
         return nil
     }
 
+    /// Why `size`, a size on disk a journal restores, fits no file laid out as `layout`, or nil.
+    public static func problem(withSize size: Int64, layout: ChunkLayout) -> String? {
+        guard size <= layout.fileSize(forPlaintextSize: ChunkLayout.maxPlaintextSize), layout.plaintextSize(forFileSize: size) != nil else {
+            return "a size of \(size) bytes that no protected file of its layout has"
+        }
+        return nil
+    }
+
     /// Why the sizes in `h` fit no file laid out as `layout`, or nil.
     public static func problem(with h: Header, layout: ChunkLayout) -> String? {
         for size in h.kind == .truncate ? [h.committedSize, h.targetSize] : [h.committedSize] {
-            guard size <= layout.fileSize(forPlaintextSize: ChunkLayout.maxPlaintextSize), layout.plaintextSize(forFileSize: size) != nil else {
-                return "a size of \(size) bytes that no protected file of its layout has"
-            }
+            if let why = problem(withSize: size, layout: layout) { return why }
         }
         return nil
     }

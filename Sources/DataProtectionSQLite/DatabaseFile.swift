@@ -223,9 +223,9 @@ final class ProtectedDatabaseFile: DatabaseFile {
         }
         defer { commitFrameHeaderAt = -1 }
         guard commitFrameHeaderAt >= 0, offset == commitFrameHeaderAt + Int64(header),
-              (commitFrameHeaderAt - walHeader) % Int64(header + buffer.count) == 0, handle.holdsHotJournal
+              (commitFrameHeaderAt - walHeader) % Int64(header + buffer.count) == 0
         else { return SQLITE_OK }
-        do throws(ProtectionError) { try handle.commitForTheNextWriter() } catch { return VFSFailure.record(error, io: DP_IOERR_WRITE) }
+        do throws(ProtectionError) { try handle.markCommit() } catch { return VFSFailure.record(error, io: DP_IOERR_WRITE) }
         return SQLITE_OK
     }
 

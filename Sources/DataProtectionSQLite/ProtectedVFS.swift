@@ -175,10 +175,9 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
         file.syncsDirectoryAtFirstSync = flags & SQLITE_OPEN_CREATE != 0 && kind != SQLITE_OPEN_MAIN_DB
         file.holdsSmallWrites = kind != SQLITE_OPEN_MAIN_DB  // HeldWrites.swift
-        // A WAL's commits are handed to the next writer lazily (`commitForTheNextWriter`); every sync of any
-        // connection's handle of the WAL then makes them durable, before SQLite relies on the file. No other file's
-        // chunk journal is emptied lazily, so their syncs leave it alone (an fsync per commit saved).
-        if kind == SQLITE_OPEN_WAL { handle!.syncJournalsOfOtherHandlesToo() }
+        // A WAL's commits are marks in a log, without fsyncs, until SQLite syncs the WAL (a checkpoint, or every commit
+        // at FULL), which empties the log whichever connection's handle syncs (FORMAT.md §6.7.6).
+        if kind == SQLITE_OPEN_WAL { handle!.logCommits() }
         if kind == SQLITE_OPEN_MAIN_DB {
             // SQLite journals (rollback) or logs (WAL) every page before it overwrites it here, and its recovery
             // rewrites the page whole: the chunk journal keeps only what SQLite does not cover (FORMAT.md §6.7.5).

@@ -100,7 +100,7 @@ extension ProtectedDatabaseFile {
             if offset == 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal {  // WAL_WRITE_LOCK
                 rc = wal.writeHeld()  // none after a whole frame; a failed transaction may leave one
                 if wal.handle.holdsHotJournal {
-                    do throws(ProtectionError) { try wal.handle.commitForTheNextWriter() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
+                    do throws(ProtectionError) { try wal.handle.markCommit() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
                 }
             }
             _ = index.file.lock(nil, start: start, length: Int64(count))

@@ -188,12 +188,13 @@ final class DatabaseWALConcurrencyTests: DomainTestCase {
         guard case .text(let ok)? = try reader.rows("PRAGMA integrity_check").first?.first else { return XCTFail("no integrity_check result") }
         XCTAssertEqual(ok, "ok")
     }
-    /// The WAL's chunk journal is committed before SQLite publishes a commit in the wal-index, never after: from the
-    /// moment the wal-index shows a commit another connection may checkpoint it into the database, and a chunk journal
-    /// still hot then would roll those frames out of the WAL at the next open after a power loss.
-    /// The seam (`PublishProbeIO`, real system calls) reads the wal-index header's `mxFrame` each time the WAL's chunk
-    /// journal is emptied (its commit): it must be below the `mxFrame` the commit publishes.
-    func testTheWALChunkJournalIsCommittedBeforeTheCommitIsPublished() throws {
+    /// A WAL commit's mark is in its log (FORMAT.md §6.7.6) before SQLite publishes the commit in the wal-index, never
+    /// after: from the moment the wal-index shows a commit another connection may read it or checkpoint it into the
+    /// database, and a log without its mark would cut those frames out of the WAL at the next open after a crash.
+    /// The seam (`PublishProbeIO`, real system calls) reads the wal-index header's `mxFrame` each time a mark is written
+    /// to the WAL's log: it must be below the `mxFrame` the commit publishes. One mark per commit, and no fsync of the
+    /// WAL or its log between the checkpoint and the end (`synchronous = NORMAL`).
+    func testTheWALCommitMarkIsLoggedBeforeTheCommitIsPublished() throws {
         let path = root + "/publish-order.db"
         let probe = PublishProbeIO(walIndex: path + "-shm")
         let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096), io: probe)
@@ -201,27 +202,33 @@ final class DatabaseWALConcurrencyTests: DomainTestCase {
         defer { db.close() }
         try db.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(x, pad)")
         try db.execute("INSERT INTO t VALUES (0, randomblob(100)); PRAGMA wal_checkpoint(PASSIVE)")  // the WAL is synced once: its writes are journaled from now on
+        var fsyncs = 0
         var checked = 0
         for i in 1...30 {
             probe.seen.withLock { $0 = [] }
             try db.rows("INSERT INTO t VALUES (?, randomblob(?))", [.integer(Int64(i)), .integer(Int64(100 + i * 150))])
             let published = probe.mxFrame()
+            // The first commit starts the WAL over (a journaled cut, then a log begun: its fsyncs); the rest fsync nothing.
+            if i == 1 { fsyncs = probe.walFsyncs.withLock { $0 } }
             for during in probe.seen.withLock({ $0 }) {
-                XCTAssertLessThan(during, published, "commit \(i): the chunk journal was committed after the wal-index showed mxFrame \(during)")
+                XCTAssertLessThan(during, published, "commit \(i): the mark was logged after the wal-index showed mxFrame \(during)")
                 checked += 1
             }
         }
-        XCTAssertGreaterThan(checked, 20, "the WAL's chunk journal was committed \(checked) times in 30 commits")
+        XCTAssertEqual(checked, 30, "the WAL's log got \(checked) marks in 30 commits")
+        XCTAssertEqual(probe.walFsyncs.withLock { $0 } - fsyncs, 0, "29 commits at synchronous = NORMAL fsynced the WAL or its log")
     }
 }
 
-/// Real system calls, and a look at the wal-index header whenever the WAL's chunk journal is emptied (its commit).
+/// Real system calls, and a look at the wal-index header whenever a commit mark is written to the WAL's log.
 final class PublishProbeIO: FileIO, @unchecked Sendable {
     let real = SystemFileIO()
     let walIndex: String
     let names = Locked<[Int32: String]>([:])
-    /// `mxFrame` of the wal-index at each commit of the WAL's chunk journal.
+    /// `mxFrame` of the wal-index at each mark written to the WAL's log.
     let seen = Locked<[UInt32]>([])
+    /// fsyncs of the WAL and of its log.
+    let walFsyncs = Locked(0)
 
     init(walIndex: String) { self.walIndex = walIndex }
 
@@ -245,14 +252,11 @@ final class PublishProbeIO: FileIO, @unchecked Sendable {
         names.withLock { $0[fd] = nil }
         real.close(fd)
     }
-    func ftruncate(_ fd: Int32, to s: Int64) throws(SystemError) {
-        if s == 0, let n = names.withLock({ $0[fd] }), n.hasSuffix("-wal.dpjournal"), try real.size(fd) > 0 { seen.withLock { $0.append(mxFrame()) } }
-        try real.ftruncate(fd, to: s)
-    }
+    func ftruncate(_ fd: Int32, to s: Int64) throws(SystemError) { try real.ftruncate(fd, to: s) }
     func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pread(fd, into: b, at: o) }
-    /// The journal is emptied by zeroing its header (`WriteJournal.commit`), or cut to zero bytes (`ftruncate` above).
+    /// A record's 16-byte head, of type 3 (a mark: FORMAT.md §6.7.2), written to the WAL's log.
     func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int {
-        if o == 0, b.count == 112, b.allSatisfy({ $0 == 0 }), let n = names.withLock({ $0[fd] }), n.hasSuffix("-wal.dpjournal") {
+        if b.count == 16, b[0] == 3, let n = names.withLock({ $0[fd] }), n.hasSuffix("-wal.dpjournal") {
             seen.withLock { $0.append(mxFrame()) }
         }
         return try real.pwrite(fd, from: b, at: o)
@@ -260,7 +264,10 @@ final class PublishProbeIO: FileIO, @unchecked Sendable {
     func read(_ fd: Int32, into b: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int { try real.read(fd, into: b) }
     func write(_ fd: Int32, from b: UnsafeRawBufferPointer) throws(SystemError) -> Int { try real.write(fd, from: b) }
     func seek(_ fd: Int32, to o: Int64, from w: Int32) throws(SystemError) -> Int64 { try real.seek(fd, to: o, from: w) }
-    func fsync(_ fd: Int32) throws(SystemError) { try real.fsync(fd) }
+    func fsync(_ fd: Int32) throws(SystemError) {
+        if let n = names.withLock({ $0[fd] }), n.hasSuffix("-wal") || n.hasSuffix("-wal.dpjournal") { walFsyncs.withLock { $0 += 1 } }
+        try real.fsync(fd)
+    }
     func size(_ fd: Int32) throws(SystemError) -> Int64 { try real.size(fd) }
     func rename(_ a: String, to b: String) throws(SystemError) { try real.rename(a, to: b) }
     func unlink(_ p: String) throws(SystemError) { try real.unlink(p) }

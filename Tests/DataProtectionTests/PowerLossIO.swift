@@ -241,6 +241,8 @@ final class PowerLossIO: FileIO, @unchecked Sendable {
             m.cut = true
             return m
         }
+        // A reboot: the page cache is gone, so a log's marks of the old boot no longer count (FORMAT.md §6.7.6).
+        BootIdentity.simulateReboot()
         // Directories: keep a prefix of each one's unsynced operations, undo the rest newest first.
         for (_, dir) in m.directories where !dir.ops.isEmpty {
             let keep = Self.pick(dir.ops.count, &rng)

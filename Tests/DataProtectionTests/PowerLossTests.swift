@@ -33,9 +33,12 @@ final class PowerLossTests: XCTestCase {
     /// the cut points (every call that orders the disk, the one before it, and seeded others; `DP_POWERLOSS_CUTS`).
     func testDatabaseRollbackJournal() throws { try powerLoss(.databaseRollback, cutPoints: Self.databaseCutPoints) }
     func testDatabaseWAL() throws { try powerLoss(.databaseWAL, cutPoints: Self.databaseCutPoints) }
-    /// WAL at `synchronous = NORMAL` with a checkpointing second connection: lazy commits of the WAL's chunk journal
-    /// (`commitForTheNextWriter`) are made durable by the checkpointer's sync before its copy into the database.
+    /// WAL at `synchronous = NORMAL` with a checkpointing second connection: the commit marks of the WAL's log are made
+    /// durable, and the log emptied, by the checkpointer's sync before its copy into the database (FORMAT.md §6.7.6).
     func testDatabaseWALNormalWithACheckpointer() throws { try powerLoss(.databaseWALNormal, cutPoints: Self.databaseCutPoints) }
+    /// WAL at `synchronous = NORMAL`, several commits between two syncs of the WAL: the reboot makes the log's marks
+    /// count for nothing, so the WAL goes back to its last sync, never to a state between two commits.
+    func testDatabaseWALLogBetweenCheckpoints() throws { try powerLoss(.databaseWALLog, cutPoints: Self.databaseCutPoints) }
     /// Rollback-journal mode at `synchronous = NORMAL`: each transaction creates its journal anew, and the VFS syncs the
     /// directory at the journal's first sync (as SQLite's unix VFS does), before SQLite overwrites the database's pages.
     func testDatabaseRollbackJournalAtNormal() throws { try powerLoss(.databaseRollbackNormal, cutPoints: Self.databaseCutPoints) }
@@ -172,7 +175,7 @@ final class PowerLossTests: XCTestCase {
     ///   the directory at `synchronous = FULL` (only EXTRA syncs it), so the cut can bring the hot journal back and roll
     ///   an acknowledged transaction back: SQLite's documented behaviour, not the library's. Gone at EXTRA.
     static func knownDatabaseDefect(_ detail: String, _ op: CrashOp, database: String) -> String? {
-        guard [.databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal].contains(op) else { return nil }
+        guard [.databaseRollback, .databaseWAL, .databaseWALNormal, .databaseWALLog, .databaseRollbackNormal].contains(op) else { return nil }
         if detail.hasPrefix("torn: "), detail.contains("'\(database)-journal'") || detail.contains("'\(database)-wal'"),
             detail.contains("no protected-file magic") || detail.contains("failed authentication")
                 || detail.contains("of the database '\(database)': it does not start as a protected file")

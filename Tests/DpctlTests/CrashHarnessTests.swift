@@ -37,6 +37,7 @@ final class CrashHarnessTests: XCTestCase {
     func testRotation() throws { try crash("rotate") }
     func testDatabaseRollbackJournal() throws { try crash("database-rollback") }
     func testDatabaseWAL() throws { try crash("database-wal") }
+    func testDatabaseWALLog() throws { try crash("database-wal-log") }
     func testDatabaseProtect() throws { try crash("database-protect") }
     func testDatabaseRotate() throws { try crash("database-rotate") }
 

@@ -20,11 +20,15 @@ public enum CrashOp: String, CaseIterable, Sendable {
     case databaseRollback = "database-rollback"
     /// The same in WAL mode, checkpointing every 10 pages.
     case databaseWAL = "database-wal"
-    /// WAL at `synchronous = NORMAL`, with a second connection checkpointing after every commit: commits are handed
-    /// to the next writer lazily (no fsync of the emptied chunk journal), and the checkpointer's sync must make them
-    /// durable before it copies their frames into the database. A power loss may lose acknowledged transactions here
-    /// (SQLite's NORMAL), never leave one in part or an inconsistent database.
+    /// WAL at `synchronous = NORMAL`, with a second connection checkpointing after every commit: commits are marks in
+    /// the WAL's log (FORMAT.md §6.7.6), and the checkpointer's sync must make them durable before it copies their
+    /// frames into the database. A power loss may lose acknowledged transactions here (SQLite's NORMAL), never leave
+    /// one in part or an inconsistent database; a killed process loses none.
     case databaseWALNormal = "database-wal-normal"
+    /// WAL at `synchronous = NORMAL` with no checkpointer but one checkpoint (the writer's own, after transaction 4):
+    /// the WAL's log holds several commit marks between its syncs. A killed process loses no acknowledged transaction
+    /// (its log keeps the last mark); a power loss goes back to the last sync at most, never to a state in between.
+    case databaseWALLog = "database-wal-log"
     /// Rollback-journal mode (DELETE) at `synchronous = NORMAL`: SQLite syncs each new journal once, then the database.
     /// The journal is created anew by every transaction, so its name must be durable (the directory synced) before the
     /// database's pages are overwritten, as SQLite's unix VFS makes it. A power loss may lose acknowledged transactions
@@ -45,7 +49,7 @@ extension CrashOp {
         case .truncate: Scenario.truncateSizes.count
         case .protectTree, .unprotectTree: 5
         case .atomicWrite, .passphraseChange, .rotate, .databaseProtect, .databaseRotate: 1
-        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal: Scenario.databaseTransactions
+        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseWALLog, .databaseRollbackNormal: Scenario.databaseTransactions
         }
     }
 }
@@ -113,7 +117,7 @@ public struct Scenario: Sendable {
                 if op == .rotate { try d.files.write(bytes, to: path, protection: .complete) } else { try writePlain(bytes, path) }
                 if op == .unprotectTree { try d.files.protectInPlace(path, as: .complete) }
             }
-        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal:
+        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseWALLog, .databaseRollbackNormal:
             try prepareDatabase(d)
         case .databaseProtect, .databaseRotate:
             try prepareDatabaseUnit(d)
@@ -171,7 +175,7 @@ public struct Scenario: Sendable {
         case .rotate:
             _ = try d.rotate(.complete, paths: [data + "/t"], passphrase: try SecretBytes(utf8: Self.oldPassphrase))
             ack(1)
-        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal:
+        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseWALLog, .databaseRollbackNormal:
             try runDatabase(d, ack: ack)
         case .databaseProtect, .databaseRotate:
             try runDatabaseUnit(d, ack: ack)
@@ -206,7 +210,7 @@ public struct Scenario: Sendable {
             case .atomicWrite: checkWhole(d, Self.states(op), acked: acked, &v)
             case .inPlaceWrites, .truncate: checkChunks(d, Self.states(op), acked: acked, &v)
             case .append: checkAppend(d, acked: acked, &v)
-            case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal: verifyDatabase(d, acked: acked, &v)
+            case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseWALLog, .databaseRollbackNormal: verifyDatabase(d, acked: acked, &v)
             case .databaseProtect, .databaseRotate: verifyDatabaseUnit(d, acked: acked, &v)
             default: checkTree(d, acked: acked, &v)
             }
@@ -386,7 +390,7 @@ public struct Scenario: Sendable {
         case .protectTree, .unprotectTree, .rotate: ["t", "t/a", "t/b", "t/c", "t/sub", "t/sub/d", "t/sub/e"]
         // SQLite's own files: a journal that is not hot (SQLite left it empty, as with its unix VFS: the next write
         // transaction reuses it), a WAL and its index. The library's temporaries and chunk journals are still litter.
-        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseRollbackNormal, .databaseProtect, .databaseRotate: ["f", "f-journal", "f-wal", "f-shm"]
+        case .databaseRollback, .databaseWAL, .databaseWALNormal, .databaseWALLog, .databaseRollbackNormal, .databaseProtect, .databaseRotate: ["f", "f-journal", "f-wal", "f-shm"]
         default: ["f"]
         }
         let owned: [(String, Set<String>)] = [(location.home, ["keybag"]), (location.deviceDirectory, ["\(d.id).secret"]), (data, expectedData)]

@@ -1,0 +1,117 @@
+import DataProtectionFormat
+import SystemLayer
+import ProtectionCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A log (FORMAT.md §6.7.6): the journal of a file whose writers commit without fsyncs (a WAL with
+/// `synchronous = NORMAL`), kept from one of the file's syncs to the next.
+///
+/// The first change after a sync begins it as any journal (a header and the undo records of the synced chunks it
+/// changes, fsynced). Each commit then appends a mark (the file's size and this boot's ID) and lets the lock go, and
+/// the next writer, this handle or another, continues the log after the mark: its undo records are written but not
+/// fsynced. A sync of the file by any handle empties the log. Recovery puts the file back as of the last mark when the
+/// mark was made in this boot, else as of the sync.
+extension WriteJournal {
+    /// Takes the lock (waiting for it) and continues the log of the data file if one is there, ending in a mark of
+    /// `fileSize` bytes; otherwise begins one (`begin`, kind `.log`, the caller flushes its first records).
+    ///
+    /// - Throws: `.coordinationFailed` when the log does not end in a mark of the file as it is (a writer died in the
+    ///   middle of a change: opening the file again recovers it), and as `begin`.
+    mutating func continueLog(_ io: any FileIO, fileSize: Int64, dataHeader: [UInt8]) throws(ProtectionError) {
+        precondition(!hot)
+        try acquire(io, dataHeader: dataHeader, log: true)
+        do throws(ProtectionError) {
+            guard let (header, chain) = try readLogHeader(io, dataHeader: dataHeader) else {
+                io.unlock(fd)
+                try begin(io, kind: .log, committedSize: fileSize, dataHeader: dataHeader)
+                return
+            }
+            let left = leftLog?.chain == chain ? leftLog : nil
+            guard let (last, at) = try lastMark(io, chain: chain, from: left?.end ?? Int64(header.size), before: left?.mark),
+                  last.fileSize == fileSize
+            else {
+                throw busy("another writer of it stopped in the middle of a change; close this handle and open the file again to roll that change back")
+            }
+            self.chain = chain
+            end = at
+            do throws(SystemError) { written = max(written, at, try io.size(fd)) } catch { throw ioError(error) }
+            hot = true
+            continuedLog = true
+            unsynced = false
+            journaled = []
+        } catch {
+            io.unlock(fd)
+            throw error
+        }
+    }
+
+    /// Appends a commit mark of `fileSize` bytes made in this boot, not fsynced, and lets the lock go: the log stays for
+    /// the file's next writer (`continueLog`) until a sync empties it (`emptyLog`).
+    mutating func mark(_ io: any FileIO, fileSize: Int64) throws(ProtectionError) {
+        precondition(hot)
+        let mark = JournalFormat.Mark(fileSize: fileSize, boot: BootIdentity.current)
+        try mark.encoded.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try append(io, .mark, offset: 0, b) }
+        leftLog = (end, chain, mark)
+        journaled = []
+        hot = false
+        continuedLog = false
+        io.unlock(fd)
+    }
+
+    /// Takes the lock (waiting for it), so that no writer of the data file starts a change while the caller makes it
+    /// durable; then `emptyLog` or `releaseLog`.
+    mutating func lockLog(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
+        precondition(!hot)
+        try acquire(io, dataHeader: dataHeader, durableName: false, log: true)
+    }
+
+    /// Lets the lock taken by `lockLog` go.
+    func releaseLock(_ io: any FileIO) { io.unlock(fd) }
+
+    /// Empties a log of the data file durably (the data file is synced: every mark is), and lets the lock go.
+    mutating func emptyLog(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
+        defer { io.unlock(fd) }
+        guard try readLogHeader(io, dataHeader: dataHeader) != nil else { return }
+        let journal = fd, zeros = Self.zeroHeader
+        do throws(SystemError) {
+            try zeros.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(journal, from: b, at: 0) }
+            try io.fsync(journal)
+        } catch { throw ioError(error) }
+        leftLog = nil
+    }
+
+    /// The log's header and checksum when the journal holds a valid log of this data file, else nil.
+    private func readLogHeader(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) -> (JournalFormat.Header, [UInt8])? {
+        let b: [UInt8]
+        do throws(SystemError) { b = try io.readBytes(fd, count: JournalFormat.headerSize, at: 0) } catch { throw ioError(error) }
+        guard let (header, chain) = JournalFormat.parseHeader(b), header.kind == .log, header.binding.matches(dataHeader) else { return nil }
+        return (header, chain)
+    }
+
+    /// Reads the valid records from `from` on, and returns the mark that ends them with where the next record goes;
+    /// nil when they end in a record that is no mark. `before`: the mark just before `from`, if `from` follows one.
+    private func lastMark(_ io: any FileIO, chain: [UInt8], from: Int64, before: JournalFormat.Mark?) throws(ProtectionError) -> (JournalFormat.Mark, Int64)? {
+        var at = from
+        var last = before
+        do throws(SystemError) {
+            let size = try io.size(fd)
+            while at + Int64(JournalFormat.recordHeadSize + JournalFormat.checksumSize) <= size {
+                let head = try io.readBytes(fd, count: JournalFormat.recordHeadSize, at: at)
+                guard let h = JournalFormat.parseHead(head), at + Int64(head.count + h.length + JournalFormat.checksumSize) <= size else { break }
+                let rest = try io.readBytes(fd, count: h.length + JournalFormat.checksumSize, at: at + Int64(head.count))
+                guard rest.count == h.length + JournalFormat.checksumSize else { break }
+                let payload = Array(rest[0..<h.length])
+                let want = try? payload.span.bytes.withUnsafeBytes { (p) throws(CryptoError) in
+                    try JournalFormat.recordChecksum(chain: chain, head: head, payload: p)
+                }
+                guard want == Array(rest[h.length...]) else { break }
+                last = h.type == .mark ? JournalFormat.Mark.parse(payload) : nil
+                at += Int64(head.count + rest.count)
+            }
+        } catch { throw ioError(error) }
+        return last.map { ($0, at) }
+    }
+}

@@ -1,0 +1,134 @@
+import DataProtectionFormat
+import SystemLayer
+import Foundation
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam, test hooks
+// @testable: kills writers without a commit (`abandon`), as the crash harness does, to leave a log for recovery.
+@testable import DataProtectionFiles
+import ProtectionCrypto
+import XCTest
+
+/// A log (FORMAT.md §6.7.6): commits marked without fsyncs between two syncs of the file, as a WAL makes them.
+/// Recovery keeps the file as of the last mark when the mark was made in this boot (a process died: the page cache
+/// holds every write), and takes it back to the last sync after a reboot (`BootIdentity.simulateReboot`, the power-loss
+/// model's reboot). Real files and the real keyring-free key store; nothing is mocked but the boot ID's change.
+final class LogJournalTests: XCTestCase {
+    let options = ProtectedFileOptions(chunkSize: 4096)
+
+    /// A synced file of 3 chunks and a bit, a writable log handle on it, and the files.
+    func loggedFile() throws -> (ProtectedFiles, String, [UInt8], ProtectedFileHandle) {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: options)
+        let path = "\(dir)/wal"
+        var rng = TestRNG(seed: 7)
+        let synced = rng.bytes(3 * 4096 + 500)
+        try files.write(synced, to: path, protection: .complete)
+        let h = try files.open(path, forWriting: true)
+        h.logCommits()
+        return (files, path, synced, h)
+    }
+
+    /// Appends `count` bytes of `value` (a frame straddling chunks: the synced last chunk is re-sealed).
+    func append(_ h: ProtectedFileHandle, _ value: UInt8, _ count: Int, to state: inout [UInt8]) throws {
+        try h.append([UInt8](repeating: value, count: count))
+        state += [UInt8](repeating: value, count: count)
+    }
+
+    func testAKilledWriterKeepsEveryMarkedCommitAndNothingAfter() throws {
+        let (files, path, synced, h) = try loggedFile()
+        var state = synced
+        try append(h, 0xA1, 4120, to: &state)
+        try h.markCommit()
+        try append(h, 0xA2, 4120, to: &state)
+        try h.write([UInt8](repeating: 0xA3, count: 100), at: Int64(synced.count + 10))  // a commit rewriting its own frame
+        for i in 0..<100 { state[synced.count + 10 + i] = 0xA3 }
+        try h.markCommit()
+        let marked = state
+        try h.write([UInt8](repeating: 0xEE, count: 300), at: Int64(synced.count + 4000))  // re-seals marked chunks
+        try h.append([UInt8](repeating: 0xEF, count: 9000))
+        h.abandon()  // killed before its mark
+        guard case .rolledBack = try files.recover(path) else { return XCTFail("the log was not applied") }
+        XCTAssertEqual(try files.read(path), marked, "the file as of the last mark")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: ProtectedFiles.journalPath(for: path)))
+    }
+
+    func testAfterARebootTheLogGoesBackToTheLastSync() throws {
+        let (files, path, synced, h) = try loggedFile()
+        var state = synced
+        try append(h, 0xB1, 4120, to: &state)
+        try h.markCommit()
+        try append(h, 0xB2, 6000, to: &state)
+        try h.markCommit()
+        h.abandon()
+        BootIdentity.simulateReboot()  // the page cache is gone: the marks of the old boot count for nothing
+        guard case .rolledBack = try files.recover(path) else { return XCTFail("the log was not applied") }
+        XCTAssertEqual(try files.read(path), synced, "the file as of its last sync")
+    }
+
+    /// The next writer, another handle, continues the log after the last mark (no fsync); a sync by any handle of the
+    /// file makes the marks durable and empties the log, after which recovery has nothing to do, even after a reboot.
+    func testTheNextWriterContinuesTheLogAndASyncEmptiesIt() throws {
+        let (files, path, synced, h1) = try loggedFile()
+        var state = synced
+        try append(h1, 0xC1, 4120, to: &state)
+        try h1.markCommit()
+        let h2 = try files.open(path, forWriting: true)  // its open recovers the marked log: nothing to roll back
+        h2.logCommits()
+        try append(h1, 0xC2, 4120, to: &state)
+        try h1.markCommit()
+        try h2.reloadAfterOtherWriters()
+        try append(h2, 0xC3, 4120, to: &state)
+        try h2.markCommit()
+        try h1.reloadAfterOtherWriters()
+        try append(h1, 0xC4, 100, to: &state)
+        try h1.markCommit()
+        try h2.sync()  // not hot: empties the log that h1 left
+        h1.abandon()
+        h2.abandon()
+        BootIdentity.simulateReboot()
+        XCTAssertEqual(try files.recover(path), .discarded, "an emptied log holds nothing to recover")
+        XCTAssertEqual(try files.read(path), state)
+    }
+
+    /// A writer killed in the middle of a change leaves a log that ends in no mark: the next writer refuses to continue
+    /// it (its change would be rolled back with the dead one's), and the next writable open rolls the change back.
+    func testALogThatEndsInNoMarkIsNotContinued() throws {
+        let (files, path, synced, h1) = try loggedFile()
+        var state = synced
+        try append(h1, 0xD1, 4120, to: &state)
+        try h1.markCommit()
+        let h2 = try files.open(path, forWriting: true)
+        h2.logCommits()
+        try h1.append([UInt8](repeating: 0xD2, count: 5000))
+        h1.abandon()
+        try h2.reloadAfterOtherWriters()
+        XCTAssertThrowsError(try h2.append([1, 2, 3])) { e in
+            XCTAssertEqual((e as? ProtectionError)?.code, .coordinationFailed, "\(e)")
+        }
+        h2.close()
+        let h3 = try files.open(path, forWriting: true)
+        XCTAssertEqual(try h3.read(at: 0, count: state.count + 10), state)
+        h3.close()
+    }
+
+    /// A mark is valid only in a log: one in a rollback journal comes from a forged or damaged journal, which recovery
+    /// refuses whole, writing nothing.
+    func testAMarkOutsideALogIsRefused() throws {
+        let dir = try temporaryDirectory(self)
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: options)
+        let path = "\(dir)/f"
+        let bytes = [UInt8](repeating: 5, count: 9000)
+        try files.write(bytes, to: path, protection: .complete)
+        let disk = try readBytes(path)
+        let header = try JournalFormat.encode(.init(
+            kind: .rollback, binding: try .of(Array(disk[0..<176])), committedSize: Int64(disk.count), targetSize: 0, generation: Array(1...8)))
+        let mark = JournalFormat.Mark(fileSize: Int64(disk.count), boot: BootIdentity.current).encoded
+        let head = JournalFormat.encodeHead(.init(type: .mark, length: mark.count, offset: 0))
+        let sum = try mark.withUnsafeBytes { try JournalFormat.recordChecksum(chain: Array(header[80..<112]), head: head, payload: $0) }
+        try writeBytes(header + head + mark + sum, ProtectedFiles.journalPath(for: path))
+        XCTAssertThrowsError(try files.recover(path)) { e in
+            XCTAssertEqual((e as? ProtectionError)?.code, .untrustedFile, "\(e)")
+            XCTAssertTrue("\(e)".contains("a commit mark in a journal that is no log"), "\(e)")
+        }
+        XCTAssertEqual(try readBytes(path), disk, "nothing written")
+    }
+}
