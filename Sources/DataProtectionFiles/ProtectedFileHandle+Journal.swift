@@ -84,6 +84,7 @@ extension ProtectedFileHandle {
             st.journal!.journaled.insert(j)
         }
         try st.journal!.flush(io)
+        try st.journal!.flushSynced(io, chunks: need.map { layout.offset(ofChunk: $0) })
     }
 
     /// A commit of a log's handle: marks what this handle wrote since it continued the log (FORMAT.md §6.7.6), without

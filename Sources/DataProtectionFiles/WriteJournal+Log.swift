@@ -37,6 +37,7 @@ extension WriteJournal {
             }
             self.chain = chain
             end = at
+            baseSize = header.committedSize
             do throws(SystemError) { written = max(written, at, try io.size(fd)) } catch { throw ioError(error) }
             hot = true
             continuedLog = true
@@ -66,6 +67,15 @@ extension WriteJournal {
     mutating func lockLog(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
         precondition(!hot)
         try acquire(io, dataHeader: dataHeader, durableName: false, log: true)
+    }
+
+    /// Flushes a continued log's records when one of `chunks` (offsets in the data file) existed at the log's begin: a
+    /// chunk holding synced bytes (a WAL's frames overwritten after a transaction rolled back) must be restorable
+    /// after a power loss, before it changes.
+    mutating func flushSynced(_ io: any FileIO, chunks: [Int64]) throws(ProtectionError) {
+        guard continuedLog, unsynced, chunks.contains(where: { $0 < baseSize }) else { return }
+        do throws(SystemError) { try io.fsync(fd) } catch { throw ioError(error) }
+        unsynced = false
     }
 
     /// Lets the lock taken by `lockLog` go.

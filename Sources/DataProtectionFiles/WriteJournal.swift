@@ -45,6 +45,9 @@ struct WriteJournal {
     /// Where this handle left a log at its last mark, and the log's header checksum: the next `continueLog` reads on
     /// from there when the log is still the same one.
     var leftLog: (end: Int64, chain: [UInt8], mark: JournalFormat.Mark)?
+    /// The data file's size on disk at the journal's begin: a log's synced size, whose chunks' undo records must be
+    /// durable before those chunks change (`flushSynced`).
+    var baseSize: Int64 = 0
 
     init(dataPath: String) {
         self.dataPath = dataPath
@@ -73,6 +76,7 @@ struct WriteJournal {
             } catch { throw ioError(error) }
             chain = Array(header[(JournalFormat.headerSize - JournalFormat.checksumSize)...])
             end = Int64(JournalFormat.headerSize)
+            baseSize = committedSize
             written = max(written, end)
             hot = true
             unsynced = true
