@@ -95,12 +95,16 @@ struct WriteJournal {
         let head = JournalFormat.encodeHead(.init(type: type, length: bytes.count, offset: offset))
         try zeroFill(io, through: end + Int64(head.count + bytes.count + JournalFormat.checksumSize))
         let sum = try crypto { () throws(CryptoError) in try JournalFormat.recordChecksum(chain: chain, head: head, payload: bytes) }
+        // One write per record (a torn one fails its checksum as three would).
+        var record = head
+        record.reserveCapacity(head.count + bytes.count + sum.count)
+        record.append(contentsOf: bytes)
+        record += sum
+        let journal = fd, at = end
         do throws(SystemError) {
-            try head.span.bytes.withUnsafeBytes { (h) throws(SystemError) in try io.writeFully(fd, from: h, at: end) }
-            try io.writeFully(fd, from: bytes, at: end + Int64(head.count))
-            try sum.span.bytes.withUnsafeBytes { (s) throws(SystemError) in try io.writeFully(fd, from: s, at: end + Int64(head.count + bytes.count)) }
+            try record.span.bytes.withUnsafeBytes { (r) throws(SystemError) in try io.writeFully(journal, from: r, at: at) }
         } catch { throw ioError(error) }
-        end += Int64(head.count + bytes.count + sum.count)
+        end += Int64(record.count)
         unsynced = true
     }
 

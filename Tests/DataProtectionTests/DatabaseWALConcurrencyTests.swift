@@ -254,9 +254,9 @@ final class PublishProbeIO: FileIO, @unchecked Sendable {
     }
     func ftruncate(_ fd: Int32, to s: Int64) throws(SystemError) { try real.ftruncate(fd, to: s) }
     func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int { try real.pread(fd, into: b, at: o) }
-    /// A record's 16-byte head, of type 3 (a mark: FORMAT.md §6.7.2), written to the WAL's log.
+    /// A mark (type 3, FORMAT.md §6.7.2: a 16-byte head, 24 bytes, a 32-byte checksum, one write) to the WAL's log.
     func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int {
-        if b.count == 16, b[0] == 3, let n = names.withLock({ $0[fd] }), n.hasSuffix("-wal.dpjournal") {
+        if b.count == 72, b[0] == 3, let n = names.withLock({ $0[fd] }), n.hasSuffix("-wal.dpjournal") {
             seen.withLock { $0.append(mxFrame()) }
         }
         return try real.pwrite(fd, from: b, at: o)
