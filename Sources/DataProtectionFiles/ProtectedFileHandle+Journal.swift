@@ -88,9 +88,15 @@ extension ProtectedFileHandle {
     }
 
     /// A commit of a log's handle: marks what this handle wrote since it continued the log (FORMAT.md §6.7.6), without
-    /// an fsync, and lets the log go to the file's next writer.
+    /// an fsync, and lets the log go to the file's next writer. Once the log holds `logLimit` bytes the commit is a
+    /// sync instead, which empties it: that bounds what recovery and the next writer of another handle read through
+    /// (every record, checksummed), and what a power loss can take back.
     func markCommit(_ st: inout State) throws(ProtectionError) {
         guard st.journal?.hot == true else { return }
+        if st.journal!.end >= Self.logLimit {
+            try commit(&st)
+            return
+        }
         do throws(ProtectionError) { try st.journal!.mark(io, fileSize: layout.fileSize(forPlaintextSize: st.size)) } catch {
             st.failed = error
             throw error

@@ -100,6 +100,10 @@ extension ProtectedFileHandle {
     /// buffer outlives the call, and `lock` zeroes it.
     static let streamingBatchBytes = 4 << 20
 
+    /// The bytes of a log (FORMAT.md §6.7.6) past which a commit syncs instead of marking: 250 to 500 one-page WAL
+    /// commits (an undo record of the part of a chunk a commit had written, up to 4,184 bytes, and a 72-byte mark each).
+    static let logLimit: Int64 = 1 << 20
+
     /// Chunks in a batch of `bytes` plaintext bytes (at least one).
     static func batchChunks(_ bytes: Int, chunkSize: Int) -> Int { max(1, bytes / chunkSize) }
 

@@ -162,4 +162,22 @@ final class LogJournalTests: XCTestCase {
             XCTAssertEqual(try rebooted.read(path), synced, "cut \(seed): the file as of its sync")
         }
     }
+
+    /// A commit that finds the log past 1 MiB (`ProtectedFileHandle.logLimit`) syncs instead of marking: the log is
+    /// emptied, so a reboot takes the file back to that commit, not to the sync hundreds of commits before.
+    func testALongLogIsEmptiedByTheCommitThatPassesItsLimit() throws {
+        let (files, path, synced, h) = try loggedFile()
+        var state = synced
+        var durable = synced
+        for i in 0..<600 {  // a 4,120-byte frame each: an undo record of the part of a chunk committed, 2.2 KB on average
+            try append(h, UInt8(truncatingIfNeeded: i), 4120, to: &state)
+            try h.markCommit()
+            if try readBytes(ProtectedFiles.journalPath(for: path)).prefix(8).allSatisfy({ $0 == 0 }) { durable = state }
+        }
+        XCTAssertGreaterThan(durable.count, synced.count + 400 * 4120, "the log was emptied after about 470 commits")
+        h.abandon()
+        BootIdentity.simulateReboot()
+        _ = try files.recover(path)
+        XCTAssertEqual(try files.read(path), durable, "a reboot goes back to the commit that emptied the log")
+    }
 }
