@@ -114,13 +114,7 @@ struct JournalRecoverer {
     var leavesCleanLogs = false
     var journal: String { journalPath(for: dataPath) }
 
-    /// One valid record: its head and where its payload sits in the journal.
-    private struct Record {
-        var head: JournalFormat.RecordHead
-        var payloadAt: Int64
-        /// A commit mark's payload (a log's `.mark` records).
-        var mark: JournalFormat.Mark?
-    }
+    private typealias Record = JournalRecords.Record
 
     func run() throws(ProtectionError) -> JournalRecovery {
         for _ in 0..<3 {
@@ -153,7 +147,7 @@ struct JournalRecoverer {
         var dataFailure: OwnedFileFailure?
         do throws(OwnedFileFailure) { dfd = try io.openOwned(dataPath, flags: O_RDWR, owner: .anyone) } catch { dataFailure = error }
         defer { if dfd >= 0 { io.close(dfd) } }
-        let (jsize, journalOwner, dataOwner, hb) = try system { () throws(SystemError) in
+        let (_, journalOwner, dataOwner, hb) = try system { () throws(SystemError) in
             (try io.size(jfd), try io.status(jfd).owner, dfd >= 0 ? try io.status(dfd).owner : nil,
              try io.readBytes(jfd, count: JournalFormat.headerSize, at: 0))
         }
@@ -183,7 +177,7 @@ struct JournalRecoverer {
         }
         let layout = ChunkLayout(headerSize: FileHeader.size, chunkSize: dataHeader.chunkSize, overhead: dataHeader.cipher.overhead)
         if let why = JournalFormat.problem(with: header, layout: layout) { throw forged(why) }
-        let records = try system { () throws(SystemError) in try validRecords(jfd, size: jsize, chain: chain, from: Int64(header.size)) }
+        let records = try system { () throws(SystemError) in try JournalRecords.read(io, jfd, chain: chain, from: Int64(header.size)).records }
         // Each undo record restores a chunk as of the last commit before it: the header's committed size, or in a log
         // (kind 3) the last mark before it.
         var committed = header.committedSize
@@ -242,36 +236,6 @@ struct JournalRecoverer {
             .untrustedFile,
             "unable to recover '\(dataPath)': its journal '\(journal)' holds \(why), which no writer makes (a forged or damaged journal); nothing was written; remove the journal (`rm '\(journal)'`), and restore the file from a backup if it then fails authentication",
             path: dataPath)
-    }
-
-    /// The records from the start of the journal up to the first one that is torn or does not chain to the header.
-    private func validRecords(_ jfd: Int32, size: Int64, chain: [UInt8], from start: Int64) throws(SystemError) -> [Record] {
-        var out: [Record] = []
-        var at = start
-        var payload = UnsafeMutableRawBufferPointer.allocate(byteCount: 1, alignment: 64)
-        defer { payload.deallocate() }
-        while at + Int64(JournalFormat.recordHeadSize + JournalFormat.checksumSize) <= size {
-            let head = try io.readBytes(jfd, count: JournalFormat.recordHeadSize, at: at)
-            guard head.count == JournalFormat.recordHeadSize, let h = JournalFormat.parseHead(head) else { break }
-            let payloadAt = at + Int64(head.count)
-            guard payloadAt + Int64(h.length + JournalFormat.checksumSize) <= size else { break }
-            if payload.count < h.length {
-                payload.deallocate()
-                payload = .allocate(byteCount: h.length, alignment: 64)
-            }
-            let part = UnsafeMutableRawBufferPointer(rebasing: payload[0..<h.length])
-            guard try io.readFully(jfd, into: part, at: payloadAt) == h.length else { break }
-            let sum = try io.readBytes(jfd, count: JournalFormat.checksumSize, at: payloadAt + Int64(h.length))
-            guard sum.count == JournalFormat.checksumSize else { break }
-            let want: [UInt8]
-            do throws(CryptoError) { want = try JournalFormat.recordChecksum(chain: chain, head: head, payload: UnsafeRawBufferPointer(part)) } catch {
-                throw SystemError(ENOMEM)
-            }
-            guard want == sum else { break }
-            out.append(Record(head: h, payloadAt: payloadAt, mark: h.type == .mark ? JournalFormat.Mark.parse(Array(part)) : nil))
-            at = payloadAt + Int64(h.length + sum.count)
-        }
-        return out
     }
 
     /// Empties the journal durably, then removes it (while still holding its lock).

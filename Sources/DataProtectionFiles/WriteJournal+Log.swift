@@ -104,24 +104,9 @@ extension WriteJournal {
     /// Reads the valid records from `from` on, and returns the mark that ends them with where the next record goes;
     /// nil when they end in a record that is no mark. `before`: the mark just before `from`, if `from` follows one.
     private func lastMark(_ io: any FileIO, chain: [UInt8], from: Int64, before: JournalFormat.Mark?) throws(ProtectionError) -> (JournalFormat.Mark, Int64)? {
-        var at = from
-        var last = before
-        do throws(SystemError) {
-            let size = try io.size(fd)
-            while at + Int64(JournalFormat.recordHeadSize + JournalFormat.checksumSize) <= size {
-                let head = try io.readBytes(fd, count: JournalFormat.recordHeadSize, at: at)
-                guard let h = JournalFormat.parseHead(head), at + Int64(head.count + h.length + JournalFormat.checksumSize) <= size else { break }
-                let rest = try io.readBytes(fd, count: h.length + JournalFormat.checksumSize, at: at + Int64(head.count))
-                guard rest.count == h.length + JournalFormat.checksumSize else { break }
-                let payload = Array(rest[0..<h.length])
-                let want = try? payload.span.bytes.withUnsafeBytes { (p) throws(CryptoError) in
-                    try JournalFormat.recordChecksum(chain: chain, head: head, payload: p)
-                }
-                guard want == Array(rest[h.length...]) else { break }
-                last = h.type == .mark ? JournalFormat.Mark.parse(payload) : nil
-                at += Int64(head.count + rest.count)
-            }
-        } catch { throw ioError(error) }
-        return last.map { ($0, at) }
+        let (records, end): ([JournalRecords.Record], Int64)
+        do throws(SystemError) { (records, end) = try JournalRecords.read(io, fd, chain: chain, from: from) } catch { throw ioError(error) }
+        guard let last = records.last else { return before.map { ($0, end) } }
+        return last.mark.map { ($0, end) }
     }
 }

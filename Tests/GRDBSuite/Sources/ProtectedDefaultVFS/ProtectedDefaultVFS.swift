@@ -17,6 +17,9 @@ public func installProtectedVFS() {
     do {
         try Keyring().joinNewSessionKeyring()
         let home = NSTemporaryDirectory() + "grdb-suite-domain-\(getpid())"
+        // A directory of this pid is an earlier process's that had the same pid (the pid is this process's now, and
+        // scripts/grdb-suite removes them after a run; a crashed class leaves its own).
+        try? FileManager.default.removeItem(atPath: home)
         let passphrase = try SecretBytes(utf8: "grdb suite")
         let domain = try ProtectionDomain.create(
             at: DomainLocation(home: home + "/home", deviceDirectory: home + "/devices"), passphrase: passphrase, kdf: .minimumForTests,
