@@ -25,8 +25,7 @@ extension WriteJournal {
         try acquire(io, dataHeader: dataHeader, log: true)
         do throws(ProtectionError) {
             guard let (header, chain) = try readLogHeader(io, dataHeader: dataHeader) else {
-                io.unlock(fd)
-                try begin(io, kind: .log, committedSize: fileSize, dataHeader: dataHeader)
+                try writeHeader(io, kind: .log, committedSize: fileSize, dataHeader: dataHeader)
                 return
             }
             let left = leftLog?.chain == chain ? leftLog : nil
@@ -63,7 +62,7 @@ extension WriteJournal {
     }
 
     /// Takes the lock (waiting for it), so that no writer of the data file starts a change while the caller makes it
-    /// durable; then `emptyLog` or `releaseLog`.
+    /// durable; then `emptyLog` or `releaseLock`.
     mutating func lockLog(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
         precondition(!hot)
         try acquire(io, dataHeader: dataHeader, durableName: false, log: true)

@@ -63,6 +63,11 @@ struct WriteJournal {
     mutating func begin(_ io: any FileIO, kind: JournalFormat.Kind, committedSize: Int64, targetSize: Int64 = 0, dataHeader: [UInt8]) throws(ProtectionError) {
         precondition(!hot)
         try acquire(io, dataHeader: dataHeader)
+        try writeHeader(io, kind: kind, committedSize: committedSize, targetSize: targetSize, dataHeader: dataHeader)
+    }
+
+    /// `begin` once the lock is held: writes a fresh header (the lock is let go if that fails).
+    mutating func writeHeader(_ io: any FileIO, kind: JournalFormat.Kind, committedSize: Int64, targetSize: Int64 = 0, dataHeader: [UInt8]) throws(ProtectionError) {
         do throws(ProtectionError) {
             let generation = try crypto { () throws(CryptoError) in try SecureRandom.bytes(8) }
             let header = try crypto { () throws(CryptoError) in
