@@ -54,8 +54,9 @@ final class ProtectedDatabaseFile: DatabaseFile {
     var level = SQLITE_LOCK_NONE
     /// The wal-index, mapped at the first `xShmMap`.
     var walIndex: WALIndex?
-    /// For a main database in WAL mode: its connection's WAL, whose chunk journal is committed when the connection
-    /// gives up the WAL write lock (the next writer is another handle, which a hot journal would refuse).
+    /// For a main database in WAL mode: its connection's WAL, whose commit is marked in its log when the connection
+    /// gives up the WAL write lock with the log still hot (a transaction rolled back after writing frames), so that
+    /// the next writer, another handle, can continue the log.
     weak var wal: ProtectedDatabaseFile?
     /// Removes this file from the VFS's table of main-database files (set for a main database).
     var forget: (() -> Void)?
@@ -200,17 +201,14 @@ final class ProtectedDatabaseFile: DatabaseFile {
         return SQLITE_OK
     }
 
-    /// For a WAL: once the page of a commit frame is written, commits the chunk journal for the next writer
-    /// (`commitForTheNextWriter`: the WAL fsynced, the journal emptied without an fsync), before SQLite publishes the
-    /// commit in the wal-index.
+    /// For a WAL: once the page of a commit frame is written, marks the commit in the WAL's log (`markCommit`, no
+    /// fsync; FORMAT.md §6.7.6), before SQLite publishes the commit in the wal-index.
     ///
-    /// Why then: from the moment the wal-index shows a commit, another connection may checkpoint it — sync the WAL,
-    /// copy its frames into the database and sync that — while the chunk journal still rolls the WAL back to before
-    /// the commit. A power loss then would cut frames out of the WAL whose pages are already in the database, under
-    /// older frames of the same pages: a database SQLite cannot read consistently. Committing when the commit frame
-    /// is whole, which is the last write before SQLite publishes it, leaves no such moment; it is the commit that
-    /// giving up the write lock made until now (`lockWALIndex`, which still commits what is left hot, as after a
-    /// transaction rolled back), moved earlier.
+    /// Why then: from the moment the wal-index shows a commit, another connection may read it, or checkpoint it —
+    /// sync the WAL, copy its frames into the database and sync that. A log without the commit's mark would roll the
+    /// WAL back to before the commit after a crash, cutting frames out whose pages a reader saw or the database already
+    /// holds. Marking when the commit frame is whole, the last write before SQLite publishes it, leaves no such moment;
+    /// `lockWALIndex` marks what is left hot when the write lock goes (a transaction rolled back).
     ///
     /// A frame is a 24-byte header, then the page, each one `xWrite` (walformat.html, "The WAL File Format"): frame
     /// `k` at `32 + k · (24 + page size)`; header bytes 4–7 hold the database size in pages after a commit, zero in
