@@ -61,12 +61,20 @@ extension WriteJournal {
         io.unlock(fd)
     }
 
-    /// Takes the lock (waiting for it), so that no writer of the data file starts a change while the caller makes it
-    /// durable; then `emptyLog` or `releaseLock`.
+    /// Takes the lock, so that no writer of the data file starts a change while the caller makes it durable; then
+    /// `emptyLog` or `releaseLock`.
+    ///
+    /// It waits at most `syncPatience` milliseconds: the lock's holder may be a writer in the middle of a change, which
+    /// may last (a WAL transaction that spilled its cache holds it from the first frame to its commit), and a sync by
+    /// another handle that waited for it without a bound could wait for a thread that waits for this one.
+    /// - Throws: `.coordinationFailed` when the lock stays taken (a checkpoint then reports itself busy).
     mutating func lockLog(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
         precondition(!hot)
-        try acquire(io, dataHeader: dataHeader, durableName: false, log: true)
+        try acquire(io, dataHeader: dataHeader, durableName: false, log: true, patience: Self.syncPatience)
     }
+
+    /// Milliseconds a sync of a log's file waits for the log's lock (`lockLog`).
+    static let syncPatience = 250
 
     /// Flushes a continued log's records when one of `chunks` (offsets in the data file) existed at the log's begin: a
     /// chunk holding synced bytes (a WAL's frames overwritten after a transaction rolled back) must be restorable

@@ -214,7 +214,9 @@ struct WriteJournal {
     ///   - log: the caller continues or empties a log (kind 3) of this file: wait for the lock whatever the journal holds
     ///     (a log's writers take turns under their own lock, and its other holders are short: a sync emptying it, a
     ///     recovery), and let a valid log of this file through instead of refusing it.
-    mutating func acquire(_ io: any FileIO, dataHeader: [UInt8], durableName: Bool = true, log: Bool = false) throws(ProtectionError) {
+    ///   - patience: with `log`, wait at most this many milliseconds, then fail with `.coordinationFailed` (nil: as
+    ///     long as it takes).
+    mutating func acquire(_ io: any FileIO, dataHeader: [UInt8], durableName: Bool = true, log: Bool = false, patience: Int? = nil) throws(ProtectionError) {
         for _ in 0..<3 {
             if fd < 0 {
                 do throws(OwnedFileFailure) {
@@ -238,7 +240,14 @@ struct WriteJournal {
                 // short; failing would make a live writer of the file whose writers take turns under their own locks
                 // (a database's connections, under SQLite's) fail to start its change. A hot journal's holder is a
                 // writer in the middle of a change: that still fails at once.
-                if !locked, try (log ? true : isEmpty(io)) { locked = OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) == .done }
+                if !locked, log, let patience {
+                    for _ in 0..<patience where !locked {
+                        usleep(1000)
+                        locked = try io.tryLockExclusive(fd)
+                    }
+                } else if !locked, try (log ? true : isEmpty(io)) {
+                    locked = OFDLock.waitSet(fd: fd, .exclusive, start: 0, length: 0) == .done
+                }
             } catch { throw ioError(error) }
             guard locked else { throw busy("another handle is writing it") }
             let same: Bool

@@ -239,7 +239,13 @@ final class ProtectedDatabaseFile: DatabaseFile {
     override func sync() -> Int32 {
         let held = writeHeld()
         guard held == SQLITE_OK else { return held }
-        do throws(ProtectionError) { try handle.sync() } catch { return VFSFailure.record(error, io: DP_IOERR_FSYNC) }
+        do throws(ProtectionError) { try handle.sync() } catch {
+            // A WAL synced by a checkpoint while another connection is in the middle of a transaction that holds its
+            // log (FORMAT.md §6.7.6): the checkpoint stops before it copies anything, as when readers hold it back
+            // (SQLite's walCheckpoint takes SQLITE_BUSY for that, not for a failure).
+            if isWAL, error.code == .coordinationFailed { _ = VFSFailure.record(error, io: SQLITE_BUSY); return SQLITE_BUSY }
+            return VFSFailure.record(error, io: DP_IOERR_FSYNC)
+        }
         if syncsDirectoryAtFirstSync {
             do throws(SystemError) { try io.syncDirectory(of: handle.path) } catch {
                 return VFSFailure.record(.errno(error.errno, "sync the directory of", handle.path), io: DP_IOERR_DIR_FSYNC)

@@ -188,6 +188,38 @@ final class DatabaseWALConcurrencyTests: DomainTestCase {
         guard case .text(let ok)? = try reader.rows("PRAGMA integrity_check").first?.first else { return XCTFail("no integrity_check result") }
         XCTAssertEqual(ok, "ok")
     }
+    /// A checkpoint by one connection while another's transaction holds the WAL's log (its cache spilled frames into the
+    /// WAL before its commit) stops after a bounded wait, copying nothing, instead of waiting for that transaction to
+    /// end (which could wait for a thread that waits for the checkpoint). The VFS answers the WAL's sync `SQLITE_BUSY`;
+    /// SQLite treats that as it treats readers holding a checkpoint back (walCheckpoint: no error, fewer frames
+    /// checkpointed than logged). Once the transaction commits, the next checkpoint copies every frame. Real SQLite
+    /// connections, real files.
+    func testACheckpointDuringASpilledTransactionCopiesNothingAndDoesNotWait() throws {
+        let path = root + "/spill.db"
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096))
+        let writer = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { writer.close() }
+        try writer.execute("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(x, pad)")
+        try writer.execute("INSERT INTO t VALUES (0, randomblob(3000))")  // a commit for the checkpoint to copy
+        let other = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { other.close() }
+        try writer.execute("PRAGMA cache_size = 2; BEGIN")
+        for i in 1...40 { try writer.rows("INSERT INTO t VALUES (?, randomblob(3000))", [.integer(Int64(i))]) }  // spills
+        let started = Date()
+        let held = try other.rows("PRAGMA wal_checkpoint(PASSIVE)")  // busy, frames in the log, frames checkpointed
+        let waited = Date().timeIntervalSince(started)
+        XCTAssertEqual(held.first?.count, 3)
+        XCTAssertEqual(held.first?.last, .integer(0), "the checkpoint copied nothing: \(held)")
+        XCTAssertNotEqual(held.first?[1], .integer(0), "the log holds frames to copy: \(held)")
+        XCTAssertLessThan(waited, 5, "the checkpoint waited \(waited) s for the other connection's transaction")
+        try writer.execute("COMMIT")
+        let done = try other.rows("PRAGMA wal_checkpoint(PASSIVE)")
+        XCTAssertEqual(done.first?.first, .integer(0), "after the commit the checkpoint copies every frame: \(done)")
+        XCTAssertEqual(done.first?[1], done.first?[2], "every frame checkpointed: \(done)")
+        XCTAssertEqual(try other.rows("SELECT count(*) FROM t"), [[.integer(41)]])
+        XCTAssertEqual(try other.rows("PRAGMA integrity_check"), [[.text("ok")]])
+    }
+
     /// A WAL commit's mark is in its log (FORMAT.md §6.7.6) before SQLite publishes the commit in the wal-index, never
     /// after: from the moment the wal-index shows a commit another connection may read it or checkpoint it into the
     /// database, and a log without its mark would cut those frames out of the WAL at the next open after a crash.
