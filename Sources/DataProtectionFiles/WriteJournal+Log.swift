@@ -22,14 +22,16 @@ extension WriteJournal {
     ///   middle of a change: opening the file again recovers it), and as `begin`.
     mutating func continueLog(_ io: any FileIO, fileSize: Int64, dataHeader: [UInt8]) throws(ProtectionError) {
         precondition(!hot)
-        try acquire(io, dataHeader: dataHeader, log: true)
+        let found = try acquire(io, dataHeader: dataHeader, log: true)
         do throws(ProtectionError) {
-            guard let (header, chain) = try readLogHeader(io, dataHeader: dataHeader) else {
+            guard let (header, chain) = found else {
                 try writeHeader(io, kind: .log, committedSize: fileSize, dataHeader: dataHeader)
                 return
             }
-            let left = leftLog?.chain == chain ? leftLog : nil
-            guard let (last, at) = try lastMark(io, chain: chain, from: left?.end ?? Int64(header.size), before: left?.mark),
+            let left = LogPositions.position(of: dataPath, chain: chain)
+            let size: Int64
+            do throws(SystemError) { size = try io.size(fd) } catch { throw ioError(error) }
+            guard let (last, at) = try lastMark(io, chain: chain, from: left?.end ?? Int64(header.size), size: size, before: left?.mark),
                   last.fileSize == fileSize
             else {
                 throw busy("another writer of it stopped in the middle of a change; close this handle and open the file again to roll that change back")
@@ -37,7 +39,7 @@ extension WriteJournal {
             self.chain = chain
             end = at
             baseSize = header.committedSize
-            do throws(SystemError) { written = max(written, at, try io.size(fd)) } catch { throw ioError(error) }
+            written = max(written, at, size)
             hot = true
             continuedLog = true
             unsynced = false
@@ -54,7 +56,7 @@ extension WriteJournal {
         precondition(hot)
         let mark = JournalFormat.Mark(fileSize: fileSize, boot: BootIdentity.current)
         try mark.encoded.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try append(io, .mark, offset: 0, b) }
-        leftLog = (end, chain, mark)
+        LogPositions.marked(dataPath, .init(end: end, chain: chain, mark: mark))
         journaled = []
         hot = false
         continuedLog = false
@@ -91,28 +93,29 @@ extension WriteJournal {
     /// Empties a log of the data file durably (the data file is synced: every mark is), and lets the lock go.
     mutating func emptyLog(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
         defer { io.unlock(fd) }
+        LogPositions.forget(dataPath)
         guard try readLogHeader(io, dataHeader: dataHeader) != nil else { return }
         let journal = fd, zeros = Self.zeroHeader
         do throws(SystemError) {
             try zeros.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(journal, from: b, at: 0) }
             try io.fsync(journal)
         } catch { throw ioError(error) }
-        leftLog = nil
     }
 
     /// The log's header and checksum when the journal holds a valid log of this data file, else nil.
     private func readLogHeader(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) -> (JournalFormat.Header, [UInt8])? {
-        let b: [UInt8]
-        do throws(SystemError) { b = try io.readBytes(fd, count: JournalFormat.headerSize, at: 0) } catch { throw ioError(error) }
-        guard let (header, chain) = JournalFormat.parseHeader(b), header.kind == .log, header.binding.matches(dataHeader) else { return nil }
-        return (header, chain)
+        let found: (header: JournalFormat.Header, chain: [UInt8])?
+        do throws(SystemError) { found = try validHeader(io, of: dataHeader) } catch { throw ioError(error) }
+        return found?.header.kind == .log ? found : nil
     }
 
     /// Reads the valid records from `from` on, and returns the mark that ends them with where the next record goes;
     /// nil when they end in a record that is no mark. `before`: the mark just before `from`, if `from` follows one.
-    private func lastMark(_ io: any FileIO, chain: [UInt8], from: Int64, before: JournalFormat.Mark?) throws(ProtectionError) -> (JournalFormat.Mark, Int64)? {
+    private func lastMark(
+        _ io: any FileIO, chain: [UInt8], from: Int64, size: Int64, before: JournalFormat.Mark?
+    ) throws(ProtectionError) -> (JournalFormat.Mark, Int64)? {
         let (records, end): ([JournalRecords.Record], Int64)
-        do throws(SystemError) { (records, end) = try JournalRecords.read(io, fd, chain: chain, from: from) } catch { throw ioError(error) }
+        do throws(SystemError) { (records, end) = try JournalRecords.read(io, fd, chain: chain, from: from, size: size) } catch { throw ioError(error) }
         guard let last = records.last else { return before.map { ($0, end) } }
         return last.mark.map { ($0, end) }
     }

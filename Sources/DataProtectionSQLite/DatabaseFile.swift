@@ -191,7 +191,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     /// `buffer` written at `offset` under the seal lock (the WAL cut first when a WAL header starts the log over).
     func writeSealed(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         do throws(ProtectionError) {
-            try sealed(.exclusive) { () throws(ProtectionError) in
+            try sealedForWriting { () throws(ProtectionError) in
                 if isWAL, offset == 0, buffer.count == Self.walHeaderSize, try handle.size > 0 { try handle.truncate(to: 0) }
                 try handle.write(buffer, at: offset)
             }
@@ -230,7 +230,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
     override func truncate(to size: Int64) -> Int32 {
         let held = writeHeld()
         guard held == SQLITE_OK else { return held }
-        do throws(ProtectionError) { try sealed(.exclusive) { () throws(ProtectionError) in try handle.truncate(to: size) } } catch {
+        do throws(ProtectionError) { try sealedForWriting { () throws(ProtectionError) in try handle.truncate(to: size) } } catch {
             return VFSFailure.record(error, io: DP_IOERR_TRUNCATE)
         }
         return SQLITE_OK

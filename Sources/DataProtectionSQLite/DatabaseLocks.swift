@@ -74,11 +74,28 @@ extension ProtectedDatabaseFile {
         return try body()
     }
 
-    /// Forgets what the handle knew of the file (size, kept last chunk), under the seal lock: the start of a write
-    /// transaction or a checkpoint, after which this handle may write (its rollback point is then the file as it is).
+    /// Takes what the handle knew of the file (size, kept last chunk) from the file again, under the seal lock.
     func reloadAfterOtherWriters() throws(ProtectionError) {
         try sealed(.shared) { () throws(ProtectionError) in try handle.reloadAfterOtherWriters() }
         sizeMayBeStale = false
+    }
+
+    /// Runs `body`, a write, holding the seal lock exclusive; a handle whose size may be stale takes it from the file
+    /// first (`forgetAfterOtherWriters`), so that the change rolls back to the file as it is now, not as this handle
+    /// last saw it (a crash in it would otherwise cut away other connections' committed writes).
+    ///
+    /// This is how a WAL write transaction or a checkpoint starts: taking the WAL's write or checkpoint lock forgets,
+    /// without a system call, and the first write of each file reloads under the lock it takes anyway. Until then no
+    /// other connection writes that file (SQLite's WAL write lock is held for the WAL, its checkpoint lock for the
+    /// database), and reads and `xFileSize` take a stale size into account themselves.
+    func sealedForWriting<R>(_ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
+        try sealed(.exclusive) { () throws(ProtectionError) -> R in
+            if sizeMayBeStale {
+                try handle.reloadAfterOtherWriters()
+                sizeMayBeStale = false
+            }
+            return try body()
+        }
     }
 
     /// Takes the size from the file again without the seal lock, holding SQLite's SHARED lock: the start of a

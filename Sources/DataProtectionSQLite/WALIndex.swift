@@ -90,8 +90,8 @@ extension ProtectedDatabaseFile {
     /// transaction) makes the handles forget the last chunks they kept of the database file, which a checkpoint may have
     /// changed, and of the WAL, whose last chunk another connection's commit re-sealed: a WAL handle that kept that chunk
     /// from an earlier transaction would otherwise return its old plaintext for frames committed since (SQLite then sees
-    /// a torn frame: "database disk image is malformed"). It makes no system call for it (`forgetAfterOtherWriters`);
-    /// taking the write or checkpoint lock takes the sizes from the files again, under the seal lock.
+    /// a torn frame: "database disk image is malformed"). Taking the write or checkpoint lock does the same, and each
+    /// file's first write then takes its size from the file again (`sealedForWriting`). Neither makes a system call.
     func lockWALIndex(offset: Int, count: Int, flags: Int32) -> Int32 {
         guard let index = walIndex else { return DP_IOERR_SHMLOCK }
         let start = WALIndex.lockBase + Int64(offset)
@@ -116,19 +116,11 @@ extension ProtectedDatabaseFile {
         // WAL_CKPT_LOCK 1 (exclusive: a write transaction or a checkpoint starts). A checkpoint runs after its
         // connection's commit let the write lock go, so another connection's checkpoint may have grown the database
         // and re-sealed its last chunk since this connection's read transaction began.
-        if flags & SQLITE_SHM_SHARED != 0 && offset >= 3 {
-            // A read transaction: nothing of the handles' sizes is needed before a read (forgetAfterOtherWriters).
+        if flags & SQLITE_SHM_SHARED != 0 ? offset >= 3 : offset <= 1 {
+            // A read transaction, a write transaction or a checkpoint: nothing of the handles' sizes is needed before a
+            // read, and a write takes them again first.
             forgetAfterOtherWriters()
             wal?.forgetAfterOtherWriters()
-        } else if flags & SQLITE_SHM_EXCLUSIVE != 0 && offset <= 1 {
-            // A write transaction or a checkpoint: this handle's next change rolls back to the file as it is now.
-            do throws(ProtectionError) {
-                try reloadAfterOtherWriters()
-                try wal?.reloadAfterOtherWriters()
-            } catch {
-                _ = index.file.lock(nil, start: start, length: Int64(count))
-                return VFSFailure.record(error, io: DP_IOERR_SHMLOCK)
-            }
         }
         return SQLITE_OK
     }

@@ -89,6 +89,47 @@ final class LogJournalTests: XCTestCase {
         XCTAssertEqual(try files.read(path), state)
     }
 
+    /// A writer continues the log from where a handle of this process marked it last (`LogPositions`), not from its
+    /// header, and reads on through the records a writer in another process appended after that mark; a position taken
+    /// in an earlier log of the file (emptied by a sync elsewhere, then begun again) is not used. The other process is
+    /// played by setting this process's record back, as if the later commit had been made elsewhere: a writer that
+    /// trusted the record without reading on, or trusted it in another log, would find a mark of another size there
+    /// and refuse to continue.
+    func testAWriterContinuesFromTheLastMarkOfThisProcessAndReadsOnThroughLaterRecords() throws {
+        let (files, path, synced, h1) = try loggedFile()
+        var state = synced
+        try append(h1, 0xF1, 4120, to: &state)
+        try h1.markCommit()
+        let first = try XCTUnwrap(LogPositions.position(of: path))
+        let h2 = try files.open(path, forWriting: true)
+        h2.logCommits()
+        try h2.reloadAfterOtherWriters()
+        try append(h2, 0xF2, 4120, to: &state)
+        try h2.markCommit()
+        let second = try XCTUnwrap(LogPositions.position(of: path))
+        XCTAssertGreaterThan(second.end, first.end)
+        LogPositions.marked(path, first)  // h2's commit, as if made by another process
+        try h1.reloadAfterOtherWriters()
+        try append(h1, 0xF3, 4120, to: &state)
+        try h1.markCommit()
+        XCTAssertGreaterThan(try XCTUnwrap(LogPositions.position(of: path)).end, second.end, "appended after h2's mark")
+
+        try h2.sync()  // empties the log
+        try h1.reloadAfterOtherWriters()
+        try append(h1, 0xF4, 4120, to: &state)  // begins a new log
+        try h1.markCommit()
+        LogPositions.marked(path, second)  // a position in the emptied log, as if this process had not seen the sync
+        try h2.reloadAfterOtherWriters()
+        try append(h2, 0xF5, 4120, to: &state)
+        try h2.markCommit()
+        let marked = state
+        try h2.append([UInt8](repeating: 0xF6, count: 5000))
+        h2.abandon()  // killed before its mark
+        h1.abandon()
+        guard case .rolledBack = try files.recover(path) else { return XCTFail("the log was not applied") }
+        XCTAssertEqual(try files.read(path), marked, "the file as of the last mark")
+    }
+
     /// A writer killed in the middle of a change leaves a log that ends in no mark: the next writer refuses to continue
     /// it (its change would be rolled back with the dead one's), and the next writable open rolls the change back.
     func testALogThatEndsInNoMarkIsNotContinued() throws {
