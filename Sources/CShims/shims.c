@@ -176,3 +176,10 @@ uint64_t dp_monotonic_ns(void) {
 }
 
 void dp_set_thread_name(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+int dp_set_noatime(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -1;
+    if (flags & O_NOATIME) return 0;
+    return fcntl(fd, F_SETFL, flags | O_NOATIME);
+}

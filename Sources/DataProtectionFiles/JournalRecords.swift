@@ -5,7 +5,7 @@ import ProtectionCrypto
 /// The valid records of a journal (FORMAT.md §6.7.2): from a start offset, each record whose fields are in range and
 /// whose checksum chains to the header's, up to the first that is torn, stale or missing.
 ///
-/// The journal is read in windows that double from 16 KiB to 1 MiB (a record larger than that on its own), not three
+/// The journal is read in windows that double from 1 KiB to 1 MiB (a record larger than that on its own), not three
 /// reads per record: a log (§6.7.6) holds hundreds of small records, which recovery reads through, while a writer
 /// continuing a log from its last mark (`LogPositions`) reads only what follows it, usually nothing but the zeros that
 /// `WriteJournal.zeroFill` wrote ahead (up to 1 MiB, which a fixed 1 MiB window read whole at every commit).
@@ -18,7 +18,7 @@ struct JournalRecords {
         var mark: JournalFormat.Mark?
     }
 
-    static let firstWindow = 16 << 10, lastWindow = 1 << 20
+    static let firstWindow = 1 << 10, lastWindow = 1 << 20
 
     /// The valid records from `start` on, and the offset just past the last of them.
     /// - Parameter known: the journal's size, when the caller has it.

@@ -104,10 +104,17 @@ extension ProtectedFileHandle {
         st.committedSize = st.size
     }
 
-    /// A durable commit of a log's handle whose journal is not hot: holding the log's lock, so that no writer starts a
-    /// change meanwhile, fsyncs the file, then empties the log (every mark in it is durable now) and lets it go.
+    /// A durable commit of a log's handle whose journal is not hot: fsyncs the file, then, holding the log's lock so
+    /// that no writer starts a change meanwhile, fsyncs what other handles wrote during that fsync and empties the log
+    /// (every mark in it is durable now).
+    ///
+    /// The first fsync, which writes back everything since the last sync (a checkpoint's sync of a WAL: up to a
+    /// thousand frames, a millisecond or more), is made without the lock: writers of other handles, each holding
+    /// SQLite's write lock while it waits for the log's, go on committing meanwhile. The second, under the lock, finds
+    /// nothing or a few frames to write back.
     func commitLog(_ st: inout State) throws(ProtectionError) {
         let header = try diskHeader(&st)
+        do throws(SystemError) { try io.fsync(st.fd) } catch { throw ioError(error, "sync") }
         try st.journal!.lockLog(io, dataHeader: header)
         do throws(SystemError) { try io.fsync(st.fd) } catch {
             st.journal!.releaseLock(io)

@@ -90,16 +90,26 @@ extension WriteJournal {
     /// Lets the lock taken by `lockLog` go.
     func releaseLock(_ io: any FileIO) { io.unlock(fd) }
 
-    /// Empties a log of the data file durably (the data file is synced: every mark is), and lets the lock go.
+    /// Empties a log of the data file (the data file is synced: every mark is) and lets the lock go, then makes the
+    /// emptying durable before it returns, as the caller relies on it (a checkpoint then writes the database).
+    ///
+    /// The fsync comes after the lock, so that the file's next writer does not wait for it. A writer that begins a new
+    /// log meanwhile writes over the emptied header; this fsync then makes some of its bytes durable early, which
+    /// changes nothing (it flushes them itself before it re-seals a chunk).
     mutating func emptyLog(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
-        defer { io.unlock(fd) }
         LogPositions.forget(dataPath)
-        guard try readLogHeader(io, dataHeader: dataHeader) != nil else { return }
         let journal = fd, zeros = Self.zeroHeader
-        do throws(SystemError) {
-            try zeros.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(journal, from: b, at: 0) }
-            try io.fsync(journal)
-        } catch { throw ioError(error) }
+        do throws(ProtectionError) {
+            guard try readLogHeader(io, dataHeader: dataHeader) != nil else { return io.unlock(journal) }
+            do throws(SystemError) {
+                try zeros.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(journal, from: b, at: 0) }
+            } catch { throw ioError(error) }
+        } catch {
+            io.unlock(journal)
+            throw error
+        }
+        io.unlock(journal)
+        do throws(SystemError) { try io.fsync(journal) } catch { throw ioError(error) }
     }
 
     /// The log's header and checksum when the journal holds a valid log of this data file, else nil.

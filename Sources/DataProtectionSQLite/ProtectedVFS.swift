@@ -172,6 +172,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         }
         // nil: another connection made it a protected file first.
         if handle == nil { handle = try openSealed(path, forWriting: writable, on: via) }
+        AccessTime.skipUpdates(handle!.lockDescriptor)  // read and written in turns: no inode update at each first read
         let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
         file.syncsDirectoryAtFirstSync = flags & SQLITE_OPEN_CREATE != 0 && kind != SQLITE_OPEN_MAIN_DB
         file.holdsSmallWrites = kind != SQLITE_OPEN_MAIN_DB  // HeldWrites.swift

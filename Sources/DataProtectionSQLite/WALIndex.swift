@@ -17,57 +17,171 @@ import Glibc
 /// numbers to frame numbers. No page content and no row is stored in it; it is rebuilt from the WAL after a crash. What it
 /// reveals to someone who can read it — which page numbers were written since the last checkpoint, and how many frames —
 /// is in SECURITY.md.
+///
+/// This is one connection's view of it. The connections of one process to one database share one open file, its
+/// mappings and its locks (`WALIndex.Shared`), as in SQLite's unix VFS: a lock that another connection of this process
+/// holds shared is taken without a system call, and the process holds a lock at the file only while one of its
+/// connections does. The file's OFD locks keep other processes' connections out, the counts this process's.
+///
+/// Why shared: every read transaction takes and drops a read lock. With one descriptor per connection, each of those
+/// was an `fcntl` on a lock list that every connection's descriptor made longer; with four connections reading and
+/// writing, they were 40 % of the VFS's system calls.
 final class WALIndex {
     static let lockBase: Int64 = 120
     static let deadManSwitch: Int64 = 128
+    static let lockCount = 8
 
-    let file: SharedMemoryFile
-    private var regions: [UnsafeMutableRawPointer?] = []
+    let shared: Shared
+    /// The locks this connection holds, one bit per lock.
+    private var sharedMask: UInt8 = 0, exclusiveMask: UInt8 = 0
 
-    /// Maps the index of the database at `databasePath`, emptying a stale one if no other connection has it open.
+    /// Maps the index of the database at `databasePath` (opening it, for the first connection of this process).
     init(databasePath: String) throws(ProtectionError) {
-        let path = databasePath + "-shm"
-        do throws(SharedPage.Failure) { file = try SharedMemoryFile(path: path, mode: 0o600) } catch {
-            switch error {
-            case .system(_, let e): throw ProtectionError(.io(e.rawValue), "unable to open the wal-index '\(path)': \(e)", path: path)
-            case .foreign(let what):
-                throw ProtectionError(.untrustedFile, "unable to open the wal-index '\(path)': \(what) is at its name; remove it (no connection has the database open)", path: path)
-            case .refused: throw ProtectionError(.untrustedFile, "unable to open the wal-index '\(path)'", path: path)
-            }
-        }
-        // The first connection (nobody holds the switch) empties what a crashed one left; the others wait for it.
-        do throws(SystemError) {
-            switch file.lock(.exclusive, start: Self.deadManSwitch, length: 1) {
-            case .done:
-                try file.resize(to: 0)
-                guard file.lock(.shared, start: Self.deadManSwitch, length: 1) == .done else { throw SystemError(EIO) }
-            case .wouldBlock:
-                guard file.waitLock(.shared, start: Self.deadManSwitch, length: 1) == .done else { throw SystemError(EIO) }
-            case .failed(let e): throw SystemError(e)
-            }
-        } catch {
-            file.close()
-            throw ProtectionError(.io(error.errno), "unable to lock the wal-index '\(path)': \(error)", path: path)
-        }
+        shared = try Shared.attach(databasePath + "-shm")
     }
 
     /// Region `i` of `size` bytes, grown when `extend`; nil when it does not exist and `extend` is false.
     func region(_ i: Int, size: Int, extend: Bool) throws(SystemError) -> UnsafeMutableRawPointer? {
-        if i < regions.count, let p = regions[i] { return p }
-        let end = Int64(i + 1) * Int64(size)
-        if try file.size() < end {
-            guard extend else { return nil }
-            try file.resize(to: end)
-        }
-        let p = try file.map(offset: Int64(i) * Int64(size), length: size)
-        while regions.count <= i { regions.append(nil) }
-        regions[i] = p
-        return p
+        try shared.region(i, size: size, extend: extend)
     }
 
-    func close() {
-        file.close()
-        regions = []
+    /// SQLite's `xShmLock` for locks `offset ..< offset + count`; `kind` nil unlocks.
+    ///
+    /// A shared lock that another connection of this process holds shared is counted; one that a connection of this
+    /// process holds exclusive is busy; otherwise the process takes it at the file. An exclusive lock is busy while any
+    /// other connection of this process holds one of its locks, and is then taken at the file. The file's lock goes when
+    /// the last connection of this process that holds it lets it go.
+    func lock(_ kind: OFDLock.Kind?, offset: Int, count: Int) -> OFDLock.Result {
+        let range = offset..<(offset + count)
+        let mask = range.reduce(UInt8(0)) { $0 | UInt8(1) << $1 }
+        return shared.state.withLock { (st) -> OFDLock.Result in
+            switch kind {
+            case nil:
+                for i in range where (sharedMask | exclusiveMask) & (UInt8(1) << i) != 0 {
+                    st.holders[i] = st.holders[i] < 0 ? 0 : st.holders[i] - 1
+                    if st.holders[i] == 0 { _ = shared.file.lock(nil, start: Self.lockBase + Int64(i), length: 1) }
+                }
+                sharedMask &= ~mask
+                exclusiveMask &= ~mask
+                return .done
+            case .shared?:
+                if sharedMask & mask == mask { return .done }
+                if range.contains(where: { st.holders[$0] < 0 }) { return .wouldBlock }
+                for i in range where st.holders[i] == 0 {
+                    let r = shared.file.lock(.shared, start: Self.lockBase + Int64(i), length: 1)
+                    guard r == .done else {
+                        for j in offset..<i where st.holders[j] == 0 { _ = shared.file.lock(nil, start: Self.lockBase + Int64(j), length: 1) }
+                        return r
+                    }
+                }
+                for i in range { st.holders[i] += 1 }
+                sharedMask |= mask
+                return .done
+            case .exclusive?:
+                if range.contains(where: { st.holders[$0] != 0 }) { return .wouldBlock }
+                let r = shared.file.lock(.exclusive, start: Self.lockBase + Int64(offset), length: Int64(count))
+                guard r == .done else { return r }
+                for i in range { st.holders[i] = -1 }
+                exclusiveMask |= mask
+                return .done
+            }
+        }
+    }
+
+    /// Lets every lock of this connection go and leaves the index. The last connection of this process closes the
+    /// file, and calls `remove` first when given (SQLite asks for the index's deletion at the last close of the
+    /// database), holding the table of open indexes, so that no connection of this process opens the file in between.
+    func close(remove: (() -> Void)? = nil) {
+        if sharedMask | exclusiveMask != 0 { _ = lock(nil, offset: 0, count: Self.lockCount) }
+        shared.detach(remove: remove)
+    }
+
+    /// The open index of one database in this process, shared by its connections.
+    final class Shared: @unchecked Sendable {
+        struct State {
+            /// Per lock: how many connections of this process hold it shared, or -1 when one holds it exclusive.
+            var holders = [Int](repeating: 0, count: WALIndex.lockCount)
+            var regions: [UnsafeMutableRawPointer?] = []
+            var connections = 0
+        }
+
+        let path: String
+        let file: SharedMemoryFile
+        /// The locks' holders, the regions and the connections; held across the file's lock calls, as the unix VFS's
+        /// mutex is.
+        let state = Mutex(State())
+
+        /// The indexes open in this process, by path. A database named by two paths gets two, whose OFD locks exclude
+        /// each other as two processes' do.
+        private static let table = Mutex<[String: Shared]>([:])
+
+        /// The index at `path` for one more connection: the one this process has open, or a new one.
+        static func attach(_ path: String) throws(ProtectionError) -> Shared {
+            try table.withLock { (open) throws(ProtectionError) -> Shared in
+                let index: Shared
+                if let known = open[path] { index = known } else { index = try Shared(path: path) }
+                open[path] = index
+                index.state.withLock { $0.connections += 1 }
+                return index
+            }
+        }
+
+        /// Opens the index, emptying a stale one if no other process has it open.
+        private init(path: String) throws(ProtectionError) {
+            self.path = path
+            do throws(SharedPage.Failure) { file = try SharedMemoryFile(path: path, mode: 0o600) } catch {
+                switch error {
+                case .system(_, let e): throw ProtectionError(.io(e.rawValue), "unable to open the wal-index '\(path)': \(e)", path: path)
+                case .foreign(let what):
+                    throw ProtectionError(.untrustedFile, "unable to open the wal-index '\(path)': \(what) is at its name; remove it (no connection has the database open)", path: path)
+                case .refused: throw ProtectionError(.untrustedFile, "unable to open the wal-index '\(path)'", path: path)
+                }
+            }
+            // The first process (nobody holds the switch) empties what a crashed one left; the others wait for it.
+            do throws(SystemError) {
+                switch file.lock(.exclusive, start: WALIndex.deadManSwitch, length: 1) {
+                case .done:
+                    try file.resize(to: 0)
+                    guard file.lock(.shared, start: WALIndex.deadManSwitch, length: 1) == .done else { throw SystemError(EIO) }
+                case .wouldBlock:
+                    guard file.waitLock(.shared, start: WALIndex.deadManSwitch, length: 1) == .done else { throw SystemError(EIO) }
+                case .failed(let e): throw SystemError(e)
+                }
+            } catch {
+                file.close()
+                throw ProtectionError(.io(error.errno), "unable to lock the wal-index '\(path)': \(error)", path: path)
+            }
+        }
+
+        func region(_ i: Int, size: Int, extend: Bool) throws(SystemError) -> UnsafeMutableRawPointer? {
+            try state.withLock { (st) throws(SystemError) -> UnsafeMutableRawPointer? in
+                if i < st.regions.count, let p = st.regions[i] { return p }
+                let end = Int64(i + 1) * Int64(size)
+                if try file.size() < end {
+                    guard extend else { return nil }
+                    try file.resize(to: end)
+                }
+                let p = try file.map(offset: Int64(i) * Int64(size), length: size)
+                while st.regions.count <= i { st.regions.append(nil) }
+                st.regions[i] = p
+                return p
+            }
+        }
+
+        /// One connection fewer; the last closes the file (unmapping every region), after `remove`.
+        fileprivate func detach(remove: (() -> Void)?) {
+            Self.table.withLock { open in
+                let left = state.withLock { (st) -> Int in
+                    st.connections -= 1
+                    return st.connections
+                }
+                guard left == 0 else { return }
+                if open[path] === self { open[path] = nil }
+                remove?()
+                file.close()
+                state.withLock { $0.regions = [] }
+            }
+        }
     }
 }
 
@@ -83,7 +197,7 @@ extension ProtectedDatabaseFile {
         } catch { return VFSFailure.record(error, io: DP_IOERR_SHMMAP) }
     }
 
-    /// `xShmLock`: SQLite's WAL locks as OFD locks on the index (each connection's own descriptor).
+    /// `xShmLock`: SQLite's WAL locks, as OFD locks on the index that this process's connections share (`WALIndex`).
     ///
     /// Taking any of them first checks the class, so a read or write transaction of a locked `complete` database fails
     /// with `SQLITE_AUTH` even when SQLite would answer from its cache; taking a read lock (the start of a read
@@ -94,7 +208,6 @@ extension ProtectedDatabaseFile {
     /// file's first write then takes its size from the file again (`sealedForWriting`). Neither makes a system call.
     func lockWALIndex(offset: Int, count: Int, flags: Int32) -> Int32 {
         guard let index = walIndex else { return DP_IOERR_SHMLOCK }
-        let start = WALIndex.lockBase + Int64(offset)
         if flags & SQLITE_SHM_UNLOCK != 0 {
             var rc = SQLITE_OK
             if offset == 0, flags & SQLITE_SHM_EXCLUSIVE != 0, let wal {  // WAL_WRITE_LOCK
@@ -103,11 +216,11 @@ extension ProtectedDatabaseFile {
                     do throws(ProtectionError) { try wal.handle.markCommit() } catch { rc = VFSFailure.record(error, io: DP_IOERR_FSYNC) }
                 }
             }
-            _ = index.file.lock(nil, start: start, length: Int64(count))
+            _ = index.lock(nil, offset: offset, count: count)
             return rc
         }
         do throws(ProtectionError) { try handle.checkAvailable() } catch { return VFSFailure.record(error, io: DP_IOERR_SHMLOCK) }
-        switch index.file.lock(flags & SQLITE_SHM_SHARED != 0 ? .shared : .exclusive, start: start, length: Int64(count)) {
+        switch index.lock(flags & SQLITE_SHM_SHARED != 0 ? .shared : .exclusive, offset: offset, count: count) {
         case .done: break
         case .wouldBlock: return SQLITE_BUSY
         case .failed: return DP_IOERR_SHMLOCK
@@ -125,12 +238,13 @@ extension ProtectedDatabaseFile {
         return SQLITE_OK
     }
 
-    /// `xShmUnmap`: unmaps and closes the index; SQLite asks for its deletion when the last connection closes.
+    /// `xShmUnmap`: leaves the index (the last connection of this process unmaps and closes it); SQLite asks for its
+    /// deletion when the last connection closes.
     func unmapWALIndex(delete: Bool) -> Int32 {
         guard let index = walIndex else { return SQLITE_OK }
-        index.close()
+        let io = io, path = handle.path + "-shm"
+        index.close(remove: delete ? { try? io.unlink(path) } : nil)
         walIndex = nil
-        if delete { try? io.unlink(handle.path + "-shm") }
         return SQLITE_OK
     }
 }

@@ -23,3 +23,6 @@ func system_syncfs(_ fd: Int32) -> Int32 { dp_syncfs(fd) }
 
 /// `statfs(2)`'s `f_type` of `path` into `type`.
 func system_statfs_type(_ path: String, _ type: inout Int64) -> Int32 { dp_statfs_type(path, &type) }
+
+/// Sets `O_NOATIME` on `fd`'s open file description; -1 and errno on failure (EPERM: not the file's owner).
+func system_set_noatime(_ fd: Int32) -> Int32 { dp_set_noatime(fd) }

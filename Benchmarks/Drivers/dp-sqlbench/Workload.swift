@@ -31,6 +31,7 @@ struct WorkloadSize {
         points = option("--points").flatMap(Int.init) ?? points
         scans = option("--scans").flatMap(Int.init) ?? scans
         mixedOps = option("--mixed-ops").flatMap(Int.init) ?? mixedOps
+        threads = option("--threads").flatMap(Int.init) ?? threads
         mode = option("--mode") ?? mode
     }
 }

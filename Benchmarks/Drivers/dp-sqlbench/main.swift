@@ -1,7 +1,7 @@
 // dp-sqlbench: the SQLite workload (Workload.swift) on plain SQLite (the default VFS) or on the library's protected VFS.
 //
 // Usage: dp-sqlbench plain|protected --dir DIR [--mode wal|delete] [--rows N] [--batch N] [--points N] [--scans N]
-//                    [--mixed-ops N]
+//                    [--mixed-ops N] [--threads N]   (the mixed workload's threads, each its own connection: 4)
 // One contender, one journal mode per process (Benchmarks/compare-sqlite interleaves them with dp-sqlbench-cipher).
 // Protected: a throwaway domain in DIR (minimum Argon2id, not timed: unlock is not what this measures), its class keys
 // in a session keyring of this process, the database class complete through `ProtectedVFS` (4 KiB pages = chunks).

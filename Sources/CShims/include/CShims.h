@@ -34,6 +34,10 @@ int dp_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 /// fcntl(2) with a struct flock argument (the OFD commands need it).
 int dp_fcntl_lock(int fd, int cmd, short type, short whence, int64_t start, int64_t len, int32_t *out_pid);
 
+/// Sets O_NOATIME on an open file description (fcntl F_SETFL, keeping its other flags); -1 and errno on failure (EPERM
+/// when the caller does not own the file).
+int dp_set_noatime(int fd);
+
 /// Sequentially consistent 64-bit atomics on shared (mmap'd) memory.
 uint64_t dp_atomic_load_u64(const uint64_t *p);
 void dp_atomic_store_u64(uint64_t *p, uint64_t v);

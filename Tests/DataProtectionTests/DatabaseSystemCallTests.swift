@@ -1,0 +1,126 @@
+@_spi(Testing) import DataProtection
+// @testable: drives the wal-index's locks (WALIndex) directly, as SQLite's xShmLock calls reach them.
+@testable import DataProtectionSQLite
+import Foundation
+import SystemLayer
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the VFS asks of the kernel for a database: the connections of one process share one wal-index (one open file,
+/// its mappings and its locks, as SQLite's unix VFS does), and reads leave the files' access times alone. Real files,
+/// real SQLite; another process's view of the index is played by a second open file description (`probe`), whose OFD
+/// locks conflict with this process's as another process's do.
+final class DatabaseSystemCallTests: XCTestCase {
+    /// Whether another process would find wal-index lock `i` held in a way that conflicts with `kind`.
+    private func held(_ probe: Int32, _ i: Int, against kind: OFDLock.Kind) -> Bool {
+        OFDLock.isLocked(fd: probe, kind, start: WALIndex.lockBase + Int64(i), length: 1) == .wouldBlock
+    }
+
+    func testTheConnectionsOfAProcessShareTheWALIndexLocks() throws {
+        let dir = try temporaryDirectory(self)
+        let database = dir + "/shared.db"
+        let a = try WALIndex(databasePath: database), b = try WALIndex(databasePath: database)
+        XCTAssertTrue(a.shared === b.shared, "one open index per database and process")
+        let probe = open(database + "-shm", O_RDWR)
+        XCTAssertGreaterThanOrEqual(probe, 0)
+        defer { close(probe) }
+
+        // A read lock: counted in the process, held at the file while any connection holds it.
+        XCTAssertEqual(a.lock(.shared, offset: 3, count: 1), .done)
+        XCTAssertTrue(held(probe, 3, against: .exclusive))
+        XCTAssertFalse(held(probe, 3, against: .shared))
+        XCTAssertEqual(b.lock(.shared, offset: 3, count: 1), .done)
+        XCTAssertEqual(a.lock(nil, offset: 3, count: 1), .done)
+        XCTAssertTrue(held(probe, 3, against: .exclusive), "b still holds it")
+        XCTAssertEqual(b.lock(nil, offset: 3, count: 1), .done)
+        XCTAssertFalse(held(probe, 3, against: .exclusive), "the last holder in the process let the file's lock go")
+
+        // The write lock: one connection; the other is busy whatever it asks for, as another process is.
+        XCTAssertEqual(a.lock(.exclusive, offset: 0, count: 1), .done)
+        XCTAssertEqual(b.lock(.exclusive, offset: 0, count: 1), .wouldBlock)
+        XCTAssertEqual(b.lock(.shared, offset: 0, count: 1), .wouldBlock)
+        XCTAssertTrue(held(probe, 0, against: .shared))
+        XCTAssertEqual(b.lock(nil, offset: 0, count: 1), .done, "unlocking what it does not hold changes nothing")
+        XCTAssertTrue(held(probe, 0, against: .shared), "a still holds the write lock")
+        XCTAssertEqual(a.lock(nil, offset: 0, count: 1), .done)
+        XCTAssertEqual(b.lock(.exclusive, offset: 0, count: 1), .done)
+        XCTAssertEqual(b.lock(nil, offset: 0, count: 1), .done)
+
+        // A range taken exclusive (SQLite's recovery takes locks 2 to 7) is busy while any of them is held shared,
+        // in this process or in another.
+        XCTAssertEqual(b.lock(.shared, offset: 5, count: 1), .done)
+        XCTAssertEqual(a.lock(.exclusive, offset: 2, count: 6), .wouldBlock)
+        XCTAssertEqual(b.lock(nil, offset: 5, count: 1), .done)
+        XCTAssertEqual(OFDLock.trySet(fd: probe, .shared, start: WALIndex.lockBase + 6, length: 1), .done)
+        XCTAssertEqual(a.lock(.exclusive, offset: 2, count: 6), .wouldBlock, "another process holds lock 6")
+        XCTAssertEqual(b.lock(.shared, offset: 6, count: 1), .done, "shared with the other process")
+        XCTAssertEqual(OFDLock.trySet(fd: probe, nil, start: WALIndex.lockBase + 6, length: 1), .done)
+        XCTAssertEqual(b.lock(nil, offset: 6, count: 1), .done)
+        XCTAssertEqual(a.lock(.exclusive, offset: 2, count: 6), .done)
+        XCTAssertTrue((2..<8).allSatisfy { held(probe, $0, against: .shared) })
+
+        // A connection that closes holding locks lets them go; the last one closes the file, removing it when asked.
+        a.close()
+        XCTAssertFalse((2..<8).contains { held(probe, $0, against: .shared) })
+        XCTAssertTrue(FileManager.default.fileExists(atPath: database + "-shm"))
+        b.close(remove: { unlink(database + "-shm") })
+        XCTAssertFalse(FileManager.default.fileExists(atPath: database + "-shm"))
+        let c = try WALIndex(databasePath: database)
+        XCTAssertFalse(c.shared === a.shared, "a new index after the last connection closed the old one")
+        c.close(remove: { unlink(database + "-shm") })
+    }
+
+    /// Two SQLite connections to one WAL database in this process hold one descriptor of its wal-index between them,
+    /// and exclude each other's writes through it.
+    func testTwoConnectionsInOneProcessOpenTheWALIndexOnce() throws {
+        let dir = try temporaryDirectory(self)
+        let path = dir + "/two.db"
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096))
+        let first = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { first.close() }
+        try first.execute("PRAGMA journal_mode = WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)")
+        let second = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { second.close() }
+        try second.execute("PRAGMA busy_timeout = 0")
+        XCTAssertEqual(try second.rows("SELECT count(*) FROM t").first?.first, .integer(1))
+        XCTAssertEqual(try descriptors(naming: path + "-shm"), 1)
+        try first.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES (2)")
+        XCTAssertThrowsError(try second.execute("INSERT INTO t VALUES (3)"), "the first connection holds the write lock")
+        try first.execute("COMMIT")
+        try second.execute("INSERT INTO t VALUES (3)")
+        XCTAssertEqual(try first.rows("SELECT count(*) FROM t").first?.first, .integer(3))
+    }
+
+    /// Reads of a database, which SQLite makes between its writes, leave the files' access times as they were: under
+    /// `relatime` the first read after each write would update them, dirtying the inode (`AccessTime.skipUpdates`).
+    func testReadingADatabaseLeavesItsAccessTimeAlone() throws {
+        let dir = try temporaryDirectory(self)
+        let path = dir + "/atime.db"
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096))
+        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { db.close() }
+        try db.execute("PRAGMA journal_mode = WAL; PRAGMA cache_size = 1; CREATE TABLE t(x BLOB)")
+        try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) INSERT INTO t SELECT randomblob(500) FROM n")
+        let old = timespec(tv_sec: 1_000_000_000, tv_nsec: 0)  // 2001: older than any write, so relatime would update it
+        for name in [path, path + "-wal"] {
+            var times = [old, timespec(tv_sec: time(nil), tv_nsec: 0)]  // modified now, read in 2001
+            XCTAssertEqual(utimensat(AT_FDCWD, name, &times, 0), 0)
+        }
+        XCTAssertEqual(try db.rows("SELECT sum(length(x)) FROM t").first?.first, .integer(100_000))
+        for name in [path, path + "-wal"] {
+            var st = stat()
+            XCTAssertEqual(stat(name, &st), 0)
+            XCTAssertEqual(st.st_atim.tv_sec, old.tv_sec, "\(name): its access time changed")
+        }
+    }
+
+    /// How many of this process's descriptors name `path`.
+    private func descriptors(naming path: String) throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) == path
+        }.count
+    }
+}
