@@ -76,12 +76,9 @@ final class DatabaseSystemCallTests: XCTestCase {
     /// Two SQLite connections to one WAL database in this process hold one descriptor of its wal-index between them,
     /// and exclude each other's writes through it.
     func testTwoConnectionsInOneProcessOpenTheWALIndexOnce() throws {
-        let dir = try temporaryDirectory(self)
-        let path = dir + "/two.db"
-        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096))
-        let first = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        let (path, files, first) = try walDatabase("two.db")
         defer { first.close() }
-        try first.execute("PRAGMA journal_mode = WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1)")
+        try first.execute("CREATE TABLE t(x); INSERT INTO t VALUES (1)")
         let second = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
         defer { second.close() }
         try second.execute("PRAGMA busy_timeout = 0")
@@ -97,12 +94,9 @@ final class DatabaseSystemCallTests: XCTestCase {
     /// Reads of a database, which SQLite makes between its writes, leave the files' access times as they were: under
     /// `relatime` the first read after each write would update them, dirtying the inode (`AccessTime.skipUpdates`).
     func testReadingADatabaseLeavesItsAccessTimeAlone() throws {
-        let dir = try temporaryDirectory(self)
-        let path = dir + "/atime.db"
-        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096))
-        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        let (path, _, db) = try walDatabase("atime.db")
         defer { db.close() }
-        try db.execute("PRAGMA journal_mode = WAL; PRAGMA cache_size = 1; CREATE TABLE t(x BLOB)")
+        try db.execute("PRAGMA cache_size = 1; CREATE TABLE t(x BLOB)")
         try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) INSERT INTO t SELECT randomblob(500) FROM n")
         let old = timespec(tv_sec: 1_000_000_000, tv_nsec: 0)  // 2001: older than any write, so relatime would update it
         for name in [path, path + "-wal"] {
@@ -115,6 +109,15 @@ final class DatabaseSystemCallTests: XCTestCase {
             XCTAssertEqual(stat(name, &st), 0)
             XCTAssertEqual(st.st_atim.tv_sec, old.tv_sec, "\(name): its access time changed")
         }
+    }
+
+    /// A new WAL database `name` in a new directory: its path, its files and a connection to it.
+    private func walDatabase(_ name: String, _ test: String = #function) throws -> (String, ProtectedFiles, ProtectedDatabase) {
+        let path = try temporaryDirectory(self, test) + "/" + name
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096))
+        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        try db.execute("PRAGMA journal_mode = WAL")
+        return (path, files, db)
     }
 
     /// How many of this process's descriptors name `path`.
