@@ -170,20 +170,20 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
                 handle = try files.createOrAdopt(path, protection: try protection(of: kind, name, path), exclusive: false, via: via)
             }
         }
-        // nil: another connection made it a protected file first.
-        if handle == nil { handle = try openSealed(path, forWriting: writable, on: via) }
-        AccessTime.skipUpdates(handle!.lockDescriptor)  // read and written in turns: no inode update at each first read
-        let file = ProtectedDatabaseFile(handle: handle!, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
+        let opened: ProtectedFileHandle
+        if let handle { opened = handle } else { opened = try openSealed(path, forWriting: writable, on: via) }  // nil: another connection made it a protected file first
+        AccessTime.skipUpdates(opened.lockDescriptor)  // read and written in turns: no inode update at each first read
+        let file = ProtectedDatabaseFile(handle: opened, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
         file.syncsDirectoryAtFirstSync = flags & SQLITE_OPEN_CREATE != 0 && kind != SQLITE_OPEN_MAIN_DB
         file.holdsSmallWrites = kind != SQLITE_OPEN_MAIN_DB  // HeldWrites.swift
         // A WAL's commits are marks in a log, without fsyncs, until SQLite syncs the WAL (a checkpoint, or every commit
         // at FULL), which empties the log whichever connection's handle syncs (FORMAT.md §6.7.6).
-        if kind == SQLITE_OPEN_WAL { handle!.logCommits() }
+        if kind == SQLITE_OPEN_WAL { opened.logCommits() }
         if kind == SQLITE_OPEN_MAIN_DB {
             // SQLite journals (rollback) or logs (WAL) every page before it overwrites it here, and its recovery
             // rewrites the page whole: the chunk journal keeps only what SQLite does not cover (FORMAT.md §6.7.5).
-            handle!.leaveWholeChunksToTheCallersJournal()
-            handle!.keepFirstChunkBetweenReads()
+            opened.leaveWholeChunksToTheCallersJournal()
+            opened.keepFirstChunkBetweenReads()
             do throws(ProtectionError) {
                 try file.holdConnectionLock()
                 try expectPageCache(of: file)

@@ -25,7 +25,7 @@ import Glibc
 ///
 /// Why shared: every read transaction takes and drops a read lock. With one descriptor per connection, each of those
 /// was an `fcntl` on a lock list that every connection's descriptor made longer; with four connections reading and
-/// writing, they were 40 % of the VFS's system calls.
+/// writing, they were about 30 % of the VFS's system calls (`strace -f -c`, BENCHMARKS.md "issue 21, step 7").
 final class WALIndex {
     static let lockBase: Int64 = 120
     static let deadManSwitch: Int64 = 128
