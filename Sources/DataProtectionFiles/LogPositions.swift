@@ -1,5 +1,5 @@
 import DataProtectionFormat
-import Synchronization
+import Locking
 
 /// Where the handles of this process last marked each file's log (FORMAT.md §6.7.6), so that the next writer of the
 /// file in this process, whichever handle it is, continues the log from there instead of reading it from its header.
@@ -22,7 +22,7 @@ enum LogPositions {
         var mark: JournalFormat.Mark
     }
 
-    private static let table = Mutex<[String: Position]>([:])
+    private static let table = Locked<[String: Position]>([:])
 
     /// Where a handle of this process marked the log of the file at `dataPath` last, if it is the log that `chain`
     /// heads.

@@ -253,8 +253,13 @@ struct WriteJournal {
                 }
             } catch { throw ioError(error) }
             guard locked else { throw busy("another handle is writing it") }
+            // A log's writers find one nearly every time: its header is read at once. Other journals are mostly empty.
             let found: (header: JournalFormat.Header, chain: [UInt8])?
-            do throws(SystemError) { found = try validHeader(io, of: dataHeader) } catch {
+            do throws(SystemError) {
+                var nonEmpty = log
+                if !nonEmpty { nonEmpty = try io.size(fd) > 0 }
+                found = nonEmpty ? try validHeader(io, of: dataHeader) : nil
+            } catch {
                 io.unlock(fd)
                 throw ioError(error)
             }

@@ -1,6 +1,7 @@
 internal import CSQLite
 import DataProtection
 import SystemLayer
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -109,11 +110,11 @@ final class WALIndex {
         let file: SharedMemoryFile
         /// The locks' holders, the regions and the connections; held across the file's lock calls, as the unix VFS's
         /// mutex is.
-        let state = Mutex(State())
+        let state = Locked(State())
 
         /// The indexes open in this process, by path. A database named by two paths gets two, whose OFD locks exclude
         /// each other as two processes' do.
-        private static let table = Mutex<[String: Shared]>([:])
+        private static let table = Locked<[String: Shared]>([:])
 
         /// The index at `path` for one more connection: the one this process has open, or a new one.
         static func attach(_ path: String) throws(ProtectionError) -> Shared {
