@@ -56,7 +56,9 @@ extension ProtectedFileHandle {
     ///   write made only of them leaves the journal as it is (no header, no fsync): the caller's own recovery rewrites
     ///   them whole (FORMAT.md §6.7.5). The committed last chunk is always journaled: opening the file authenticates it
     ///   before the caller's recovery runs.
-    func journalChunks(_ st: inout State, _ range: Range<Int64>, whole: Range<Int64>) throws(ProtectionError) {
+    /// - Parameter read: chunks the caller has just read, sealed as on disk (under the same seal lock): recorded as
+    ///   they are, not read again.
+    func journalChunks(_ st: inout State, _ range: Range<Int64>, whole: Range<Int64>, read: [(chunk: Int64, sealed: [UInt8])] = []) throws(ProtectionError) {
         guard st.journal != nil, let committed = st.committedSize else { return }
         let count = layout.chunkCount(forPlaintextSize: committed)
         let upper = min(range.upperBound, count)
@@ -79,7 +81,9 @@ extension ProtectedFileHandle {
             try st.journal!.begin(io, kind: .rollback, committedSize: layout.fileSize(forPlaintextSize: committed), dataHeader: try diskHeader(&st))
         }
         for j in need {
-            let old = try rawChunk(&st, j, size: committed)
+            let length = layout.plaintextLength(ofChunk: j, plaintextSize: committed) + layout.overhead
+            let kept = read.first(where: { $0.chunk == j && $0.sealed.count == length })?.sealed
+            let old = if let kept { kept } else { try rawChunk(&st, j, size: committed) }
             try old.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try st.journal!.append(io, .undo, offset: layout.offset(ofChunk: j), b) }
             st.journal!.journaled.insert(j)
         }

@@ -149,8 +149,13 @@ extension ProtectedFileHandle {
 
     /// Reads and opens chunk `j` (of a file of `size` bytes) into its staging slot; returns the plaintext pointer.
     func loadChunk(_ st: inout State, _ sealer: ChunkSealer, _ j: Int64, size: Int64, slot: UnsafeMutableRawPointer) throws(ProtectionError) -> UnsafeMutableRawPointer {
+        try readSealedChunk(&st, j, length: layout.plaintextLength(ofChunk: j, plaintextSize: size) + layout.overhead, into: slot)
+        return try openChunk(sealer, j, size: size, slot: slot)
+    }
+
+    /// Opens chunk `j` (of a file of `size` bytes), sealed as on disk in `slot`, in place; returns the plaintext pointer.
+    func openChunk(_ sealer: ChunkSealer, _ j: Int64, size: Int64, slot: UnsafeMutableRawPointer) throws(ProtectionError) -> UnsafeMutableRawPointer {
         let plen = layout.plaintextLength(ofChunk: j, plaintextSize: size)
-        try readSealedChunk(&st, j, length: plen + layout.overhead, into: slot)
         let plain = slot + sealer.nonceSize
         let last = j == layout.chunkCount(forPlaintextSize: size) - 1
         do throws(CryptoError) {

@@ -52,6 +52,13 @@ extension ProtectedFileHandle {
         state.withLock { $0.callerJournalsWholeChunks = true }
     }
 
+    /// Declares that every write through this handle is made holding a lock that keeps the file's other writers out
+    /// (a database's seal lock, `ProtectedDatabaseFile.sealedForWriting`): a write then journals the chunks it read
+    /// from the bytes it read, without reading them again.
+    package func writeOnlyUnderCallersExclusiveLock() {
+        state.withLock { $0.callerExcludesOtherWriters = true }
+    }
+
     /// Keeps chunk 0 between reads, opening it again only when its bytes on disk changed (`readFirstChunk`): a
     /// database's main file, whose page 1 SQLite reads at the start of every rollback-mode transaction (16 bytes of
     /// its change counter), which otherwise costs opening the whole 4 KiB chunk each time.

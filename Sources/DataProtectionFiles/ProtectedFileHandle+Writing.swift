@@ -86,6 +86,10 @@ extension ProtectedFileHandle {
             let n = Int(min(Int64(batch), lastTouched - i + 1))
             let staging = st.reserve(n, stride: stride)
             // Pass 1: put each chunk's new plaintext in its slot, unless it comes whole from `src` (pass 2 takes it).
+            // The chunks it reads are kept as read for the journal, which records them before they are overwritten,
+            // when no other writer can change them before that: the journal's lock is held since the change began, or
+            // the caller's lock keeps every other writer out (a database's seal lock).
+            var read: [(chunk: Int64, sealed: [UInt8])] = []
             var pos = 0
             for j in i..<(i + Int64(n)) {
                 let c = plan(j, oldSize: oldSize, oldLast: oldLast, newSize: newSize, offset: offset, end: end)
@@ -97,7 +101,12 @@ extension ProtectedFileHandle {
                         if j == keptTail {
                             plain.copyMemory(from: st.tailSlot + nonce, byteCount: keep)  // an append: no read, no open
                         } else {
-                            _ = try loadChunk(&st, sealer, j, size: oldSize, slot: staging + pos)
+                            let sealed = staging + pos
+                            try readSealedChunk(&st, j, length: keep + layout.overhead, into: sealed)
+                            if st.journal != nil, st.callerExcludesOtherWriters || st.journal!.hot {
+                                read.append((j, Array(UnsafeRawBufferPointer(start: sealed, count: keep + layout.overhead))))
+                            }
+                            _ = try openChunk(sealer, j, size: oldSize, slot: sealed)
                         }
                     }
                     if keep < c.length { (plain + keep).initializeMemory(as: UInt8.self, repeating: 0, count: c.length - keep) }
@@ -108,7 +117,7 @@ extension ProtectedFileHandle {
                 pos += c.length + layout.overhead
             }
             // Before the batch overwrites chunks that existed at the last commit, their old bytes go to the journal.
-            try journalChunks(&st, i..<(i + Int64(n)), whole: firstWhole..<max(firstWhole, end / cs))
+            try journalChunks(&st, i..<(i + Int64(n)), whole: firstWhole..<max(firstWhole, end / cs), read: read)
             // Pass 2: nonces for the whole batch in one CSPRNG call, then seal every chunk.
             do throws(CryptoError) { try sealer.fillNonces(staging, count: n, stride: stride) } catch {
                 throw ProtectionError(.io(EIO), "unable to write '\(path)': \(error.message)", path: path, underlying: error)

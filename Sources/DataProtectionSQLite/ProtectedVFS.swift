@@ -172,7 +172,10 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         }
         let opened: ProtectedFileHandle
         if let handle { opened = handle } else { opened = try openSealed(path, forWriting: writable, on: via) }  // nil: another connection made it a protected file first
-        AccessTime.skipUpdates(opened.lockDescriptor)  // read and written in turns: no inode update at each first read
+        if kind == SQLITE_OPEN_MAIN_DB || kind == SQLITE_OPEN_WAL {
+            AccessTime.skipUpdates(opened.lockDescriptor)  // read and written in turns: no inode update at each first read
+        }
+        opened.writeOnlyUnderCallersExclusiveLock()  // every write: `ProtectedDatabaseFile.sealedForWriting`
         let file = ProtectedDatabaseFile(handle: opened, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
         file.syncsDirectoryAtFirstSync = flags & SQLITE_OPEN_CREATE != 0 && kind != SQLITE_OPEN_MAIN_DB
         file.holdsSmallWrites = kind != SQLITE_OPEN_MAIN_DB  // HeldWrites.swift
@@ -274,8 +277,13 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
             }
             return c
         }
-        // A journal or WAL: SQLite names its database (sqlite3_filename_database); a super-journal is
+        // A journal or WAL: SQLite names its database (sqlite3_filename_database), which this connection has open; it
+        // takes that file's class, not the class of whatever is at the database's path now. A super-journal is
         // "<database>-mjXXXXXXXXX" beside the database that started the transaction.
+        if kind != SQLITE_OPEN_SUPER_JOURNAL,
+           let main = mainFiles.withLock({ $0[UnsafeRawPointer(sqlite3_filename_database(name)!)]?.file }) {
+            return main.handle.protectionClass
+        }
         let database: String
         if kind == SQLITE_OPEN_SUPER_JOURNAL, let r = path.range(of: "-mj", options: .backwards) {
             database = String(path[..<r.lowerBound])

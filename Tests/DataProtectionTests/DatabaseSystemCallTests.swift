@@ -111,6 +111,63 @@ final class DatabaseSystemCallTests: XCTestCase {
         }
     }
 
+    /// Records the reads of files and the opens of paths that a database's connection makes through its files' I/O
+    /// (the real system calls do the work).
+    private final class RecordingIO: ForwardingIO, @unchecked Sendable {
+        private let lock = NSLock()
+        private var reads: [(path: String, offset: Int64, count: Int)] = []
+        private var opens: [String] = []
+
+        func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
+            lock.withLock { opens.append(path) }
+            return try SystemFileIO().open(path, flags: flags, mode: mode)
+        }
+
+        func pread(_ fd: Int32, into b: UnsafeMutableRawBufferPointer, at o: Int64) throws(SystemError) -> Int {
+            let path = directoryPath(fd)
+            lock.withLock { reads.append((path, o, b.count)) }
+            return try SystemFileIO().pread(fd, into: b, at: o)
+        }
+
+        /// Forgets what was recorded.
+        func reset() { lock.withLock { reads = []; opens = [] } }
+        /// The reads of `path` recorded since the last `reset` that repeat an earlier one (same offset and length).
+        func repeatedReads(of path: String) -> Int {
+            lock.withLock {
+                let mine = reads.filter { $0.path == path }.map { "\($0.offset)+\($0.count)" }
+                return mine.count - Set(mine).count
+            }
+        }
+        func opens(of path: String) -> Int { lock.withLock { opens.filter { $0 == path }.count } }
+    }
+
+    /// A commit reads each chunk it re-seals once: the chunk journal records the bytes the write read (under the seal
+    /// lock, which keeps other writers out) instead of reading them again. And a rollback journal takes its class from
+    /// the database file the connection has open, without opening the database's path again.
+    func testACommitReadsWhatItReSealsOnceAndAJournalOpensNoDatabaseAgain() throws {
+        let dir = try temporaryDirectory(self)
+        let io = RecordingIO()
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096), io: io)
+        for mode in ["WAL", "DELETE"] {
+            let path = dir + "/\(mode).db"
+            let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+            defer { db.close() }
+            try db.execute("PRAGMA journal_mode = \(mode); PRAGMA synchronous = NORMAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+            try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) INSERT INTO t SELECT i, randomblob(100) FROM n")
+            var repeated = 0, opens = 0
+            for i in 1...20 {
+                io.reset()
+                try db.execute("UPDATE t SET v = randomblob(100) WHERE id = \(i * 13)")
+                repeated += io.repeatedReads(of: mode == "WAL" ? path + "-wal" : path + "-journal")
+                repeated += io.repeatedReads(of: path)
+                opens += io.opens(of: path)
+            }
+            XCTAssertEqual(repeated, 0, "\(mode): 20 one-row commits read some bytes twice")
+            XCTAssertEqual(opens, 0, "\(mode): the journal's class was read from the database's path")
+            XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
+        }
+    }
+
     /// A new WAL database `name` in a new directory: its path, its files and a connection to it.
     private func walDatabase(_ name: String, _ test: String = #function) throws -> (String, ProtectedFiles, ProtectedDatabase) {
         let path = try temporaryDirectory(self, test) + "/" + name
