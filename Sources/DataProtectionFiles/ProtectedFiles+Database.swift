@@ -49,7 +49,10 @@ extension ProtectedFiles {
                 io.close(fd)
                 throw ProtectionError(.io(EIO), "unable to create '\(path)': its creation lock failed", path: path)
             }
-            guard (try? io.names(path, fd)) == true else {  // removed or replaced while we waited: start again
+            // An adopter checks that the file it locked is still the one at `path`: its creator removes it when its
+            // header write fails (below), and the adopter must then start again. A file's creator is the only one that
+            // removes it, so the creator makes no such check (four system calls fewer per rollback-mode transaction).
+            guard created || (try? io.names(path, fd)) == true else {
                 io.close(fd)
                 continue
             }

@@ -43,6 +43,9 @@ extension ProtectedDatabaseFile {
     /// under the seal lock; anything else ignores the hint (SQLite treats it as advice).
     func grow(toHold bytes: Int64) -> Int32 {
         guard isMainDatabase, walIndex == nil, wal == nil else { return SQLITE_OK }
+        // A file that holds `bytes` already (its spare room) needs no lock: SQLite hints while it holds RESERVED, which
+        // keeps every other writer of the file out, so the handle's size is the file's.
+        if let size = try? handle.size, bytes <= size { return SQLITE_OK }
         do throws(ProtectionError) {
             try sealed(.exclusive) { () throws(ProtectionError) in
                 let size = try handle.size
