@@ -188,9 +188,14 @@ final class ProtectedDatabaseFile: DatabaseFile {
         return SQLITE_OK
     }
 
-    /// `buffer` written at `offset` under the seal lock (the WAL cut first when a WAL header starts the log over).
+    /// `buffer` written at `offset` under the seal lock (the WAL cut first when a WAL header starts the log over), or
+    /// without it where no reader can be reading the pages it re-seals (`writesOnlyUnreadPages`).
     func writeSealed(_ buffer: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
         do throws(ProtectionError) {
+            if writesOnlyUnreadPages(buffer.count, at: offset) {
+                try handle.write(buffer, at: offset)
+                return SQLITE_OK
+            }
             try sealedForWriting { () throws(ProtectionError) in
                 if isWAL, offset == 0, buffer.count == Self.walHeaderSize, try handle.size > 0 { try handle.truncate(to: 0) }
                 try handle.write(buffer, at: offset)

@@ -21,8 +21,9 @@ extension ProtectedDatabaseFile {
     static let sharedFirst = pendingByte + 2
     static let sharedSize: Int64 = 510
 
-    /// The seal lock's byte, after SQLite's: held exclusive while this handle re-seals chunks (`xWrite`, `xTruncate`),
-    /// shared while it reads again after a failed read or takes the size from the file (`xRead`, transaction starts).
+    /// The seal lock's byte, after SQLite's: held exclusive while this handle re-seals chunks (`xWrite`, `xTruncate`;
+    /// not for pages no reader can be reading meanwhile, `writesOnlyUnreadPages`), shared while it reads again after a
+    /// failed read or takes the size from the file (`xRead`, transaction starts).
     static let sealByte = sharedFirst + sharedSize
 
     /// The connection byte, after the seal lock's: held shared by every connection's main-database file from `xOpen`
@@ -96,6 +97,28 @@ extension ProtectedDatabaseFile {
             }
             return try body()
         }
+    }
+
+    /// Whether a write of `count` bytes at `offset` re-seals only chunks that no reader can be reading meanwhile, so that
+    /// it needs no seal lock: whole pages of a main database, none of them its last chunk (the one an open reads
+    /// without SQLite's locks) and none past its end, written while SQLite's own locks keep every reader off them.
+    ///
+    /// Who reads a database file's pages, and why none reads these: SQLite reads pages only holding SHARED, and a
+    /// rollback-mode writer holding EXCLUSIVE has no SHARED holder beside it; in WAL mode the database is written
+    /// only by a checkpoint, holding the checkpoint lock, and it copies only frames that every reader's snapshot
+    /// holds (`mxSafeFrame`, at most every reader's mark; readers of the database alone, read mark 0, are kept out
+    /// while it copies), so each reader reads those pages from the WAL. A page is one chunk, so writing one changes
+    /// no other page's bytes. An open of the file reads its header and last chunk, which these writes leave alone.
+    /// The size must be current (not `sizeMayBeStale`): the first write after the lock is taken reloads it under
+    /// the seal lock.
+    func writesOnlyUnreadPages(_ count: Int, at offset: Int64) -> Bool {
+        guard isMainDatabase, !sizeMayBeStale, count > 0 else { return false }
+        let page = Int64(ProtectedVFS.pageSize)
+        guard offset % page == 0, Int64(count) % page == 0, let size = try? handle.size, size > 0 else { return false }
+        let lastChunk = (size - 1) / page * page
+        guard offset + Int64(count) <= lastChunk else { return false }
+        if let walIndex { return walIndex.holdsExclusive(1) }  // WAL_CKPT_LOCK
+        return level == SQLITE_LOCK_EXCLUSIVE && wal == nil
     }
 
     /// Takes the size from the file again without the seal lock, holding SQLite's SHARED lock: the start of a

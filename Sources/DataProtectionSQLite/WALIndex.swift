@@ -36,6 +36,9 @@ final class WALIndex {
     /// The locks this connection holds, one bit per lock.
     private var sharedMask: UInt8 = 0, exclusiveMask: UInt8 = 0
 
+    /// Whether this connection holds lock `i` exclusive (1: the checkpoint lock).
+    func holdsExclusive(_ i: Int) -> Bool { exclusiveMask & (UInt8(1) << i) != 0 }
+
     /// Maps the index of the database at `databasePath` (opening it, for the first connection of this process).
     init(databasePath: String) throws(ProtectionError) {
         shared = try Shared.attach(databasePath + "-shm")

@@ -168,6 +168,41 @@ final class DatabaseSystemCallTests: XCTestCase {
         }
     }
 
+    /// A rollback-mode transaction writes the database's interior pages without the seal lock, which SQLite's EXCLUSIVE
+    /// lock makes needless (`writesOnlyUnreadPages`): while another open file description (playing another process that
+    /// re-reads under the seal lock) holds it shared, a one-row UPDATE and its commit still finish. Writes that touch
+    /// the last chunk or grow the file keep taking it: a transaction that grows past the spare room waits.
+    func testRollbackModeWritesOfInteriorPagesTakeNoSealLock() throws {
+        let path = try temporaryDirectory(self) + "/interior.db"
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096))
+        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { db.close() }
+        try db.execute("PRAGMA journal_mode = DELETE; PRAGMA synchronous = NORMAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+        try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) INSERT INTO t SELECT i, randomblob(100) FROM n")
+        let probe = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(probe, 0)
+        defer { close(probe) }
+        XCTAssertEqual(OFDLock.trySet(fd: probe, .shared, start: ProtectedDatabaseFile.sealByte, length: 1), .done)
+
+        nonisolated(unsafe) let connection = db  // used by one thread at a time: the test waits for it
+        func finishes(_ sql: String) -> Bool {
+            let done = DispatchSemaphore(value: 0)
+            let thread = Thread { try? connection.execute(sql); done.signal() }
+            thread.start()
+            let inTime = done.wait(timeout: .now() + 3) == .success
+            if !inTime {  // let it finish before the connection closes
+                XCTAssertEqual(OFDLock.trySet(fd: probe, nil, start: ProtectedDatabaseFile.sealByte, length: 1), .done)
+                done.wait()
+            }
+            return inTime
+        }
+        XCTAssertTrue(finishes("UPDATE t SET v = randomblob(100) WHERE id = 150"), "an interior page's write waited for the seal lock")
+        XCTAssertFalse(finishes("INSERT INTO t SELECT i + 1000, randomblob(3000) FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) SELECT i FROM n)"),
+                       "growing past the spare room re-seals the last chunk: it must wait for the seal lock")
+        XCTAssertEqual(try db.rows("SELECT count(*) FROM t").first?.first, .integer(400))
+        XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
+    }
+
     /// A new WAL database `name` in a new directory: its path, its files and a connection to it.
     private func walDatabase(_ name: String, _ test: String = #function) throws -> (String, ProtectedFiles, ProtectedDatabase) {
         let path = try temporaryDirectory(self, test) + "/" + name
