@@ -53,8 +53,9 @@ extension ProtectedFileHandle {
     }
 
     /// Declares that every write through this handle is made holding a lock that keeps the file's other writers out
-    /// (a database's seal lock, `ProtectedDatabaseFile.sealedForWriting`): a write then journals the chunks it read
-    /// from the bytes it read, without reading them again.
+    /// (a database's seal lock, `ProtectedDatabaseFile.sealedForWriting`, or SQLite's EXCLUSIVE or checkpoint lock for
+    /// the pages `writesOnlyUnreadPages` lets through without it): a write then journals the chunks it read from the
+    /// bytes it read, without reading them again.
     package func writeOnlyUnderCallersExclusiveLock() {
         state.withLock { $0.callerExcludesOtherWriters = true }
     }

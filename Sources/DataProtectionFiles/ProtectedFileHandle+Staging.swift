@@ -39,7 +39,7 @@ extension ProtectedFileHandle {
         /// SQLite's journal or WAL), so that the handle's journal leaves them out (FORMAT.md §6.7.5).
         var callerJournalsWholeChunks = false
         /// Whether the caller makes every write holding a lock that keeps the file's other writers out (a database's
-        /// seal lock): a chunk a write reads stays as read until the write's journal records it.
+        /// seal lock, or SQLite's own): a chunk a write reads stays as read until the write's journal records it.
         var callerExcludesOtherWriters = false
         /// Plaintext bytes per batch (`batchBytes`, or `streamingBatchBytes` behind a whole-file stream).
         var batchBytes = ProtectedFileHandle.batchBytes

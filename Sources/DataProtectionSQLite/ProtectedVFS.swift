@@ -175,7 +175,7 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         if kind == SQLITE_OPEN_MAIN_DB || kind == SQLITE_OPEN_WAL {
             AccessTime.skipUpdates(opened.lockDescriptor)  // read and written in turns: no inode update at each first read
         }
-        opened.writeOnlyUnderCallersExclusiveLock()  // every write: `ProtectedDatabaseFile.sealedForWriting`
+        opened.writeOnlyUnderCallersExclusiveLock()  // every write: the seal lock, or SQLite's (`writeSealed`)
         let file = ProtectedDatabaseFile(handle: opened, io: io, deleteOnClose: flags & SQLITE_OPEN_DELETEONCLOSE != 0)
         file.syncsDirectoryAtFirstSync = flags & SQLITE_OPEN_CREATE != 0 && kind != SQLITE_OPEN_MAIN_DB
         file.holdsSmallWrites = kind != SQLITE_OPEN_MAIN_DB  // HeldWrites.swift
