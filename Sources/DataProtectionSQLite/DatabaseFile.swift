@@ -62,19 +62,17 @@ final class ProtectedDatabaseFile: DatabaseFile {
     var forget: (() -> Void)?
     /// Unregisters the holder through which a lock wipes this main database's page cache (`PageWipe`).
     var pageCacheRelease: (() -> Void)?
+    /// Unregisters the holder through which a lock wipes this WAL's held frames (`HeldBytes`).
+    var heldRelease: (() -> Void)?
     /// Whether this is a WAL (SQLite's `SQLITE_OPEN_WAL`).
     var isWAL = false
     /// Whether this is a main database (SQLite's `SQLITE_OPEN_MAIN_DB`).
     var isMainDatabase = false
     /// For a WAL: the offset of the commit frame whose 24-byte header was the last write, until its page follows.
     var commitFrameHeaderAt: Int64 = -1
-    /// For a journal or WAL (`holdsSmallWrites`): the small writes held until the next write (`HeldWrites.swift`), where
-    /// they start (-1: none) and how many bytes they are, and the buffer they are joined to that write in.
+    /// For a journal or WAL (`holdsSmallWrites`): the writes held until the next write (`HeldWrites.swift`).
     var holdsSmallWrites = false
-    var heldAt: Int64 = -1
-    var heldCount = 0
-    var held = [UInt8](repeating: 0, count: ProtectedDatabaseFile.heldLimit)
-    var joined: UnsafeMutableRawBufferPointer?
+    let held: HeldBytes
     /// Set for a journal, super-journal or WAL that SQLite opened with `SQLITE_OPEN_CREATE`: its first sync also syncs
     /// its directory, so that its name is durable before SQLite relies on the file, as SQLite's unix VFS does. A
     /// rollback journal is created anew by every transaction in DELETE mode: without this a power loss can take away
@@ -90,6 +88,7 @@ final class ProtectedDatabaseFile: DatabaseFile {
         self.handle = handle
         self.io = io
         self.deleteOnClose = deleteOnClose
+        held = HeldBytes(protection: handle.protectionClass)
     }
 
     /// `SQLITE_FCNTL_SIZE_HINT` and `SQLITE_FCNTL_CHUNK_SIZE`: a main database in rollback-journal mode grows in steps
@@ -104,7 +103,9 @@ final class ProtectedDatabaseFile: DatabaseFile {
 
     override func close() -> Int32 {
         _ = writeHeld()  // SQLite closes a journal or WAL after a sync or a whole frame: nothing is held then
-        releaseJoined()
+        held.state.withLock { $0.release() }
+        heldRelease?()
+        heldRelease = nil
         forget?()
         pageCacheRelease?()
         pageCacheRelease = nil

@@ -181,7 +181,10 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
         file.holdsSmallWrites = kind != SQLITE_OPEN_MAIN_DB  // HeldWrites.swift
         // A WAL's commits are marks in a log, without fsyncs, until SQLite syncs the WAL (a checkpoint, or every commit
         // at FULL), which empties the log whichever connection's handle syncs (FORMAT.md §6.7.6).
-        if kind == SQLITE_OPEN_WAL { opened.logCommits() }
+        if kind == SQLITE_OPEN_WAL {
+            opened.logCommits()
+            registerHeldFrames(of: file)
+        }
         if kind == SQLITE_OPEN_MAIN_DB {
             // SQLite journals (rollback) or logs (WAL) every page before it overwrites it here, and its recovery
             // rewrites the page whole: the chunk journal keeps only what SQLite does not cover (FORMAT.md §6.7.5).
@@ -235,6 +238,15 @@ public final class ProtectedVFS: @unchecked Sendable {  // immutable after init;
             revocation.unregister(slot: slot)
             withExtendedLifetime(holder) {}
         }
+    }
+
+    /// Registers the holder through which a lock zeroes the frames a WAL holds for its commit frame (`HeldBytes`;
+    /// unregistered by the file's `close`).
+    private func registerHeldFrames(of file: ProtectedDatabaseFile) {
+        let revocation = files.keys.revocation
+        let holder = file.held  // the registry does not retain it: the file does
+        let slot = revocation.register(holder)
+        file.heldRelease = { revocation.unregister(slot: slot) }
     }
 
     /// The main-database files open now, by the address of the name SQLite gave them: each connection's pager has its

@@ -117,6 +117,7 @@ final class DatabaseSystemCallTests: XCTestCase {
         private let lock = NSLock()
         private var reads: [(path: String, offset: Int64, count: Int)] = []
         private var opens: [String] = []
+        private var writes: [String] = []
 
         func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
             lock.withLock { opens.append(path) }
@@ -129,8 +130,16 @@ final class DatabaseSystemCallTests: XCTestCase {
             return try SystemFileIO().pread(fd, into: b, at: o)
         }
 
+        func pwrite(_ fd: Int32, from b: UnsafeRawBufferPointer, at o: Int64) throws(SystemError) -> Int {
+            let path = directoryPath(fd)
+            lock.withLock { writes.append(path) }
+            return try SystemFileIO().pwrite(fd, from: b, at: o)
+        }
+
         /// Forgets what was recorded.
-        func reset() { lock.withLock { reads = []; opens = [] } }
+        func reset() { lock.withLock { reads = []; opens = []; writes = [] } }
+        /// The `pwrite`s into `path` recorded since the last `reset`.
+        func writes(of path: String) -> Int { lock.withLock { writes.filter { $0 == path }.count } }
         /// The reads of `path` recorded since the last `reset` that repeat an earlier one (same offset and length).
         func repeatedReads(of path: String) -> Int {
             lock.withLock {
@@ -166,6 +175,36 @@ final class DatabaseSystemCallTests: XCTestCase {
             XCTAssertEqual(opens, 0, "\(mode): the journal's class was read from the database's path")
             XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
         }
+    }
+
+    /// A WAL commit of many frames is one write into the WAL: the VFS holds a transaction's frames and writes them with
+    /// its commit frame (`HeldWrites.swift`), instead of one write (and one re-seal of the chunk before it, and one
+    /// seal-lock pair) per frame. One write of the protected file is at most two `pwrite`s here (`ChunkParallelism`:
+    /// each core seals a part of a large write, and each part is written as one run). A transaction larger than what
+    /// is held writes in pieces of `heldFramesLimit`.
+    func testAWALCommitOfManyFramesIsOneWrite() throws {
+        let dir = try temporaryDirectory(self)
+        let io = RecordingIO()
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096), io: io)
+        let path = dir + "/frames.db"
+        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { db.close() }
+        try db.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+        for round in 0..<10 {
+            io.reset()
+            // 30 rows of 3,000 bytes: 30 leaf pages and the table's root, about 31 frames.
+            try db.execute("INSERT INTO t SELECT \(round * 100) + i, randomblob(3000) FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30) SELECT i FROM n)")
+            let n = io.writes(of: path + "-wal")
+            XCTAssertTrue((1...2).contains(n), "round \(round): a commit of about 31 frames made \(n) writes into the WAL")
+        }
+        io.reset()
+        try db.execute("INSERT INTO t SELECT 5000 + i, randomblob(3000) FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) SELECT i FROM n)")
+        let pieces = io.writes(of: path + "-wal")
+        XCTAssertTrue((4...8).contains(pieces), "a commit of about 200 frames wrote \(pieces) times, not in pieces of 64 frames")
+        XCTAssertEqual(try db.rows("SELECT count(*) FROM t"), [[.integer(500)]])
+        XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
+        try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
     }
 
     /// A rollback-mode transaction writes the database's interior pages without the seal lock, which SQLite's EXCLUSIVE
