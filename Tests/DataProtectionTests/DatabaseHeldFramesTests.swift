@@ -11,6 +11,16 @@ import XCTest
 final class DatabaseHeldFramesTests: DomainTestCase {
     private let passphrase = "correct horse"
 
+    /// A new unlocked domain and, in it, a WAL database `name` of class `protection` with a table `t(id, pad)`.
+    private func walDatabase(_ name: String, _ protection: ProtectionClass) throws -> (ProtectionDomain, String, ProtectedDatabase) {
+        let (domain, _) = try makeDomain(passphrase: passphrase)
+        try domain.unlock(passphrase: try secret(passphrase))
+        let path = root + "/\(name).db"
+        let db = try ProtectedDatabase.open(path: path, protection: protection, files: domain.files)
+        try db.execute("PRAGMA journal_mode = WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, pad)")
+        return (domain, path, db)
+    }
+
     /// The WAL file of `db`'s main database (SQLite's `SQLITE_FCNTL_JOURNAL_POINTER`).
     private func walFile(_ db: ProtectedDatabase) throws -> ProtectedDatabaseFile {
         var p: UnsafeMutableRawPointer?
@@ -37,12 +47,8 @@ final class DatabaseHeldFramesTests: DomainTestCase {
     /// A transaction whose cache spills frames (held, not yet written) reads its own rows back from them, and commits
     /// them all or, rolled back, leaves none: another connection sees every committed row, and the file is whole.
     func testASpilledTransactionReadsItsHeldFramesBackAndCommitsOrRollsBackWhole() throws {
-        let (domain, _) = try makeDomain(passphrase: passphrase)
-        try domain.unlock(passphrase: try secret(passphrase))
-        let path = root + "/spill.db"
-        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: domain.files)
+        let (domain, path, db) = try walDatabase("spill", .completeUntilFirstUserAuthentication)
         defer { db.close() }
-        try db.execute("PRAGMA journal_mode = WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, pad BLOB)")
         let other = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: domain.files)
         defer { other.close() }
         try db.execute("PRAGMA cache_size = 2")
@@ -63,12 +69,8 @@ final class DatabaseHeldFramesTests: DomainTestCase {
     /// like SQLite's own pages that `PageWipe` frees), and the commit they were held for fails "locked"; after unlock
     /// the database holds every committed row and none of that transaction's.
     func testALockZeroesHeldFramesAndFailsTheirCommit() throws {
-        let (domain, _) = try makeDomain(passphrase: passphrase)
-        try domain.unlock(passphrase: try secret(passphrase))
-        let path = root + "/held.db"
-        let db = try ProtectedDatabase.open(path: path, protection: .complete, files: domain.files)
+        let (domain, _, db) = try walDatabase("held", .complete)
         defer { db.close() }
-        try db.execute("PRAGMA journal_mode = WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, pad TEXT)")
         try db.execute("INSERT INTO t(pad) VALUES ('committed before the lock')")
         try db.execute("PRAGMA cache_size = 2; BEGIN")
         let marker = "held-frame-row-5d1c"
