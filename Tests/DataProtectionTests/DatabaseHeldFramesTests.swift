@@ -3,6 +3,7 @@ import DataProtection
 // @testable: looks at the frames a WAL's file holds for its commit frame (`HeldBytes`).
 @testable import DataProtectionSQLite
 import Foundation
+import Locking
 import XCTest
 
 /// The frames a WAL holds for its transaction's commit frame (`HeldWrites.swift`): a transaction whose cache spilled
@@ -22,7 +23,7 @@ final class DatabaseHeldFramesTests: DomainTestCase {
     }
 
     /// The WAL file of `db`'s main database (SQLite's `SQLITE_FCNTL_JOURNAL_POINTER`).
-    private func walFile(_ db: ProtectedDatabase) throws -> ProtectedDatabaseFile {
+    static func walFile(_ db: ProtectedDatabase) throws -> ProtectedDatabaseFile {
         var p: UnsafeMutableRawPointer?
         XCTAssertEqual(sqlite3_file_control(db.connection, "main", SQLITE_FCNTL_JOURNAL_POINTER, &p), SQLITE_OK)
         let object = try XCTUnwrap(p?.assumingMemoryBound(to: dp_sqlite3_file.self).pointee.object)
@@ -55,7 +56,7 @@ final class DatabaseHeldFramesTests: DomainTestCase {
         for (end, rows) in [("COMMIT", Int64(30)), ("ROLLBACK", 30)] {
             try db.execute("BEGIN")
             for _ in 1...30 { try db.execute("INSERT INTO t(pad) VALUES (randomblob(3000))") }  // spills
-            XCTAssertGreaterThan(heldBytes(try walFile(db), containing: "").count, 0, "\(end): the spilled frames are held")
+            XCTAssertGreaterThan(heldBytes(try Self.walFile(db), containing: "").count, 0, "\(end): the spilled frames are held")
             XCTAssertEqual(try Self.rows(db, "SELECT count(*) FROM t WHERE length(pad) = 3000"), rows + (end == "COMMIT" ? 0 : 30),
                            "\(end): the transaction reads its spilled rows back")
             XCTAssertEqual(try Self.rows(other, "SELECT count(*) FROM t"), end == "COMMIT" ? 0 : 30, "\(end): no other connection sees them yet")
@@ -75,7 +76,7 @@ final class DatabaseHeldFramesTests: DomainTestCase {
         try db.execute("PRAGMA cache_size = 2; BEGIN")
         let marker = "held-frame-row-5d1c"
         for _ in 1...20 { try db.rows("INSERT INTO t(pad) VALUES (? || hex(zeroblob(1450)))", [.text(marker)]) }  // spills
-        let wal = try walFile(db)
+        let wal = try Self.walFile(db)
         let before = heldBytes(wal, containing: marker)
         XCTAssertGreaterThan(before.count, 0, "frames are held")
         XCTAssertTrue(before.found, "the held frames hold the rows")
@@ -95,5 +96,46 @@ final class DatabaseHeldFramesTests: DomainTestCase {
         XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
         try db.execute("INSERT INTO t(pad) VALUES ('after unlock')")
         XCTAssertEqual(try Self.rows(db, "SELECT count(*) FROM t"), 2)
+    }
+
+    /// A lock applied on another thread while a writer's transactions spill and commit frames (the holder's lock keeps
+    /// the zeroing off a write in progress; ThreadSanitizer runs this suite): the writer stops with "locked", and after
+    /// unlock the database holds whole transactions only, of 20 rows each, and is whole.
+    func testALockOnAnotherThreadWhileTransactionsSpillLeavesWholeTransactions() throws {
+        let (domain, _, db) = try walDatabase("race", .complete)
+        defer { db.close() }
+        try db.execute("PRAGMA cache_size = 2")
+        // The writer's outcome behind a pthread mutex, which ThreadSanitizer sees, so that the test thread's later use
+        // of the connection is ordered after the writer's; the semaphores only time the steps.
+        let outcome = Locked<(finished: Bool, error: DatabaseError?)>((false, nil))
+        let committed = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let connection = db  // the writer thread's until `outcome` says it finished
+        Thread {
+            var failure: DatabaseError?
+            do {
+                for _ in 0..<10_000 {
+                    try connection.execute("BEGIN")
+                    for _ in 1...20 { try connection.execute("INSERT INTO t(pad) VALUES (randomblob(3000))") }
+                    try connection.execute("COMMIT")
+                    committed.signal()
+                }
+            } catch {
+                failure = error as? DatabaseError
+                if sqlite3_get_autocommit(connection.connection) == 0 { try? connection.execute("ROLLBACK") }
+            }
+            outcome.withLock { $0 = (true, failure) }
+            done.signal()
+        }.start()
+        for _ in 0..<3 { committed.wait() }
+        try domain.lock(grace: .zero)
+        XCTAssertEqual(done.wait(timeout: .now() + 30), .success, "the writer did not stop after the lock")
+        let (finished, failure) = outcome.withLock { $0 }
+        XCTAssertTrue(finished)
+        XCTAssertTrue(failure?.isLocked == true, "the writer stopped with \(String(describing: failure))")
+        try domain.unlock(passphrase: try secret(passphrase))
+        let rows = try Self.rows(db, "SELECT count(*) FROM t")
+        XCTAssertGreaterThanOrEqual(rows, 60)
+        XCTAssertEqual(rows % 20, 0, "a transaction is partly there: \(rows) rows")
+        XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
     }
 }
