@@ -94,7 +94,7 @@ extension ProtectedDatabaseFile {
         let rc: Int32 = held.state.withLock { st in
             if st.revoked {
                 st.revoked = false
-                return VFSFailure.record(ProtectionError(.locked, "unable to write '\(handle.path)': its class was locked while the write transaction was open; the transaction is rolled back, run `dpctl unlock` and run it again", path: handle.path), io: DP_IOERR_WRITE)
+                return VFSFailure.record(ProtectionError(.locked, "unable to write '\(handle.path)': its class was locked while the write transaction was open, and the pages held for its commit were wiped; roll the transaction back, run `dpctl unlock`, then run it again", path: handle.path), io: DP_IOERR_WRITE)
             }
             guard st.at >= 0 || buffer != nil else { return SQLITE_OK }
             let extra = buffer?.count ?? 0, n = st.count + extra
