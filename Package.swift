@@ -79,6 +79,8 @@ let package = Package(
             name: "CSQLite", pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "CShims"),
+        // AES-256-GCM on VAES and VPCLMULQDQ, the chunk cipher's fast path (issue 23; ProtectionCrypto is its only importer).
+        .target(name: "CAESGCM"),
         // The one lock type (pthread mutex; ThreadSanitizer sees it, unlike Synchronization.Mutex on Linux).
         .target(name: "Locking", exclude: ["README.md"]),
         // Paths taken apart and compared at the byte "/", as the kernel does (not by Character).
@@ -89,8 +91,8 @@ let package = Package(
             dependencies: ["CShims", "PathSyntax", .product(name: "SystemPackage", package: "swift-system")],
             exclude: ["README.md"]),
 
-        // The only importer of libsodium, and of OpenSSL's libcrypto (the AES-256-GCM chunk cipher).
-        .target(name: "ProtectionCrypto", dependencies: ["CSodium", "COpenSSL", "Locking"], exclude: ["README.md"]),
+        // The only importer of libsodium, and of the AES-256-GCM chunk cipher's two implementations (CAESGCM, OpenSSL's libcrypto).
+        .target(name: "ProtectionCrypto", dependencies: ["CSodium", "CAESGCM", "COpenSSL", "Locking"], exclude: ["README.md"]),
         // The only importer of tpm2-tss (ESAPI): HMAC keys inside a TPM 2.0, no tss2 type in its API.
         .target(name: "TPMBinding", dependencies: ["CTSS2", "ProtectionCrypto"], exclude: ["README.md"]),
         // Typed Swift over libkeyutils.

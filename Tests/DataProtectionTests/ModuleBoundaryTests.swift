@@ -31,7 +31,7 @@ final class ModuleBoundaryTests: XCTestCase {
     }
 
     /// Each C library has exactly one importer, which fences it (no C type in its API): CShims → SystemLayer, CSodium and
-    /// COpenSSL → ProtectionCrypto (OpenSSL's libcrypto in its GCMContexts.swift only), CKeyutils → KernelKeyring, CTSS2
+    /// COpenSSL and CAESGCM → ProtectionCrypto (the AES-256-GCM implementations in its GCMContexts.swift only), CKeyutils → KernelKeyring, CTSS2
     /// (tpm2-tss) → TPMBinding, CSQLite → DataProtectionSQLite (the VFS implements SQLite's C contract, so that module is
     /// SQLite's edge). No other target of the package (library, executable or rig kept in this package) lists one
     /// among its dependencies or imports it in a Swift file.
@@ -148,11 +148,11 @@ final class ModuleBoundaryTests: XCTestCase {
 
     /// Which module each C library may be imported by (its fence).
     static let cLibraryOwners = [
-        "CShims": "SystemLayer", "CSodium": "ProtectionCrypto", "COpenSSL": "ProtectionCrypto", "CKeyutils": "KernelKeyring", "CTSS2": "TPMBinding",
+        "CShims": "SystemLayer", "CSodium": "ProtectionCrypto", "COpenSSL": "ProtectionCrypto", "CAESGCM": "ProtectionCrypto", "CKeyutils": "KernelKeyring", "CTSS2": "TPMBinding",
         "CSQLite": "DataProtectionSQLite",
     ]
     /// Inside its owner, the one file a C library may be imported by, where one file is its whole fence.
-    static let cLibraryFiles = ["COpenSSL": "GCMContexts.swift"]
+    static let cLibraryFiles = ["COpenSSL": "GCMContexts.swift", "CAESGCM": "GCMContexts.swift"]
 
     static func importsCShims(_ line: Substring) -> Bool {
         guard let module = importedModule(line) else { return false }

@@ -2,9 +2,13 @@ import Foundation
 import ProtectionCrypto
 import XCTest
 
-/// The chunk cipher's AES-256-GCM backend (OpenSSL's libcrypto since issue 23) against libsodium's, the previous one:
-/// the same ciphertext and tag for random keys, nonces, associated data and sizes, and each opens the other's.
-/// Against a backend that differed in any byte (another nonce layout, another tag length, the AD dropped), these fail.
+/// The chunk cipher's AES-256-GCM backend against libsodium's, the one before issue 23: the same ciphertext and tag
+/// for random keys, nonces, associated data and sizes, and each opens the other's. Against a backend that differed in
+/// any byte (another nonce layout, another tag length, the AD dropped, a wrong counter or GHASH tail), these fail.
+///
+/// The backend is the process's (`AEADCipher.aesGCMBackend`): OpenSSL's libcrypto in a debug build, the project's
+/// VAES code in an optimised one or where `DATAPROTECTION_AES_GCM_BACKEND=vaes` asks for it, as scripts/test's VAES
+/// phase runs this suite (and under AddressSanitizer).
 final class AESGCMBackendTests: XCTestCase {
     var rng = SystemRandomNumberGenerator()
 
@@ -25,6 +29,63 @@ final class AESGCMBackendTests: XCTestCase {
     func testTheChunkCipherCallsTheProviderDirectly() throws {
         try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
         XCTAssertTrue(AEADCipher.aesGCMCallsProviderDirectly, "libcrypto's provider does not list AES-256-GCM's functions, or they disagreed with EVP")
+    }
+
+    /// The backend is the one the environment asks for, where the CPU can run it: a phase that meant to test VAES
+    /// and silently ran OpenSSL would prove nothing.
+    func testTheBackendIsTheOneAskedFor() throws {
+        try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
+        let asked = ProcessInfo.processInfo.environment[AESGCMBackend.environmentVariable].flatMap(AESGCMBackend.init(rawValue:))
+        print("AES-256-GCM backend: \(AEADCipher.aesGCMBackend) (\(AESGCMBackend.environmentVariable)=\(asked?.rawValue ?? "unset"))")
+        if asked == .openssl { XCTAssertEqual(AEADCipher.aesGCMBackend, .openssl) }
+        if asked == .vaes, AEADCipher.aesGCMVAESRunsHere { XCTAssertEqual(AEADCipher.aesGCMBackend, .vaes) }
+    }
+
+    /// Every message length from 0 to 1,100 bytes, so that every path of the VAES code meets libsodium's bytes: the
+    /// 16-block loop (256 bytes), the 8-block group, single blocks and the partial last block, each after every other,
+    /// with associated data of 0 to 40 bytes (whole blocks and partial), in place and into another buffer.
+    func testEveryLengthUpToElevenHundredBytesAgreesWithLibsodium() throws {
+        try XCTSkipUnless(AEADCipher.aes256gcm.isAvailable, "AES-256-GCM is not available on this CPU")
+        let key = try SecretBytes.random(count: 32)
+        let aead = try AEADKey(.aes256gcm, key: key)
+        let plainAll = bytes(1100), adAll = bytes(40)
+        let one = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+        defer { one.deallocate() }
+        let ro = UnsafeRawPointer(one)
+        for n in 0...1100 {
+            let plain = Array(plainAll[0..<n]), ad = Array(adAll[0..<(n % 41)]), nonce = bytes(12)
+            var theirs = [UInt8](repeating: 0, count: n), theirTag = [UInt8](repeating: 0, count: 16)
+            nonce.withUnsafeBytes { nb in ad.withUnsafeBytes { a in plain.withUnsafeBytes { p in theirs.withUnsafeMutableBytes { c in theirTag.withUnsafeMutableBytes { t in
+                ReferenceAESGCM.seal(key: key, nonce: nb, ad: a, plaintext: p, into: c, tag: t)
+            } } } } }
+            // Into another buffer, then in place.
+            var ours = [UInt8](repeating: 0, count: n), ourTag = [UInt8](repeating: 0, count: 16)
+            plain.withUnsafeBytes { p in ours.withUnsafeMutableBytes { o in ad.withUnsafeBytes { a in ourTag.withUnsafeMutableBytes { t in
+                aead.seal(p.baseAddress ?? ro, count: n, into: o.baseAddress ?? one, nonce: nonce, ad: a, tag: t.baseAddress!)
+            } } } }
+            XCTAssertEqual(ours, theirs, "\(n) bytes, \(ad.count) bytes of AD: ciphertext differs")
+            XCTAssertEqual(ourTag, theirTag, "\(n) bytes, \(ad.count) bytes of AD: tag differs")
+            var inPlace = plain, inPlaceTag = [UInt8](repeating: 0, count: 16)
+            inPlace.withUnsafeMutableBytes { o in ad.withUnsafeBytes { a in inPlaceTag.withUnsafeMutableBytes { t in
+                aead.sealInPlace(o.baseAddress ?? one, count: n, nonce: nonce, ad: a, tag: t.baseAddress!)
+            } } }
+            XCTAssertEqual(inPlace, theirs, "\(n) bytes in place: ciphertext differs")
+            XCTAssertEqual(inPlaceTag, theirTag, "\(n) bytes in place: tag differs")
+            var back = [UInt8](repeating: 0, count: n)
+            XCTAssertNoThrow(try theirs.withUnsafeBytes { c in try back.withUnsafeMutableBytes { o in try ad.withUnsafeBytes { a in try theirTag.withUnsafeBytes { t in
+                try aead.open(c.baseAddress ?? ro, count: n, into: o.baseAddress ?? one, nonce: nonce, ad: a, tag: t.baseAddress!)
+            } } } }, "\(n) bytes: libsodium's message does not open")
+            XCTAssertEqual(back, plain, "\(n) bytes: opened to other bytes")
+            // A changed byte of the AD, or of the ciphertext's last (possibly partial) block: refused, the output zeroed.
+            var badAD = ad, forged = theirs
+            if !badAD.isEmpty { badAD[badAD.count - 1] ^= 0x80 } else if !forged.isEmpty { forged[forged.count - 1] ^= 0x01 } else { continue }
+            var out = [UInt8](repeating: 0x5a, count: n)
+            XCTAssertThrowsError(try forged.withUnsafeBytes { c in try out.withUnsafeMutableBytes { o in try badAD.withUnsafeBytes { a in try theirTag.withUnsafeBytes { t in
+                try aead.open(c.baseAddress ?? ro, count: n, into: o.baseAddress ?? one, nonce: nonce, ad: a, tag: t.baseAddress!)
+            } } } }, "\(n) bytes: a forged message opened")
+            XCTAssertTrue(out.allSatisfy { $0 == 0 }, "\(n) bytes: unauthenticated plaintext left behind")
+        }
+        print("AES-256-GCM backend (\(AEADCipher.aesGCMBackend)) against libsodium: every length 0-1,100 bytes, in place and not, forgeries refused")
     }
 
     func testTheBackendAndLibsodiumAgreeAndOpenEachOther() throws {

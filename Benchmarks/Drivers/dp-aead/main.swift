@@ -5,7 +5,8 @@
 //       libsodium 1.0.18 (expanded state precomputed, as the library used it until issue 23), swift-crypto 4.5.2's
 //       Crypto.AES.GCM (BoringSSL; its only AES-GCM interface: a key setup per call, results in new Data), Debian's
 //       OpenSSL 3.0 EVP interface with one EVP_CIPHER_CTX kept per key (only the nonce is set per chunk), and the
-//       library's own chunk cipher (ProtectionCrypto's AEADKey, a session per chunk: OpenSSL since issue 23)
+//       library's own chunk cipher (ProtectionCrypto's AEADKey, a session per chunk: the process's backend, VAES where the
+//       CPU has it, or what DATAPROTECTION_AES_GCM_BACKEND=vaes|openssl names)
 //   dp-aead residue
 //       seals and opens a few chunks with each backend, drops every key object, then searches this process's writable
 //       anonymous memory for round keys 2 and 3 of the AES-256 key schedule (bytes 32..<64, which only an expansion
@@ -70,7 +71,7 @@ final class Sodium: Contender {
 
 /// The library's chunk cipher as it is: ProtectionCrypto's AEADKey, one session per chunk (OpenSSL since issue 23).
 final class Library: Contender {
-    let name = "ProtectionCrypto AEADKey, a session per chunk (the library's chunk cipher)"
+    let name = "ProtectionCrypto AEADKey, a session per chunk (the library's chunk cipher, on \(AEADCipher.aesGCMBackend))"
     let key: AEADKey
     init(_ k: borrowing SecretBytes) throws { key = try AEADKey(.aes256gcm, key: k) }
     func seal(_ c: Chunk) { key.withSession { $0.seal(c.text, count: c.size, into: c.text, nonce: c.nonce, ad: c.adBytes, tag: c.tag) } }
