@@ -23,7 +23,8 @@ struct dp_vgcm_key {
     __m128i h1;         // H^1 alone, for single blocks
 };
 
-int dp_vgcm_available(void) {
+/// The CPU's answer, asked once: CPUID traps to the hypervisor in a virtual machine (tens of microseconds here).
+static int cpu_has_vaes(void) {
     unsigned a, b, c, d, lo, hi;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     if (!(c & bit_AES) || !(c & bit_PCLMUL) || !(c & bit_OSXSAVE) || !(c & bit_AVX)) return 0;
@@ -31,6 +32,13 @@ int dp_vgcm_available(void) {
     if ((lo & 6) != 6) return 0;  // the kernel saves xmm and ymm state
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     return (b & bit_AVX2) && (c & bit_VAES) && (c & bit_VPCLMULQDQ);
+}
+
+int dp_vgcm_available(void) {
+    static _Atomic int known = -1;  // -1 until asked; every thread that asks at once gets the same answer
+    int v = known;
+    if (v < 0) known = v = cpu_has_vaes();
+    return v;
 }
 
 /// The stack pointer: where the function that reads it has its frame. The functions that hold secrets in their frames

@@ -267,7 +267,7 @@ print("""
 \(row("plain read of the protected file's bytes (page cache), 1 core", "plain read", over: "raw open"))
 \(row("plain read of the protected file's bytes, both cores at once (a half each)", "plain read both", over: "raw open"))
 \(backend.isEmpty ? "" : """
-\(row("the library's cipher alone (AEADKey on OpenSSL), seal, 1 core", "backend seal", over: "raw seal"))
+\(row("the library's cipher alone (AEADKey on \(AEADCipher.aesGCMBackend)), seal, 1 core", "backend seal", over: "raw seal"))
 \(row("the library's cipher alone, seal, both cores at once", "backend seal both", over: "raw seal"))
 \(row("the library's cipher alone, open, 1 core", "backend open", over: "raw open"))
 \(row("the library's cipher alone, open, both cores at once", "backend open both", over: "raw open"))
