@@ -52,7 +52,8 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     /// One idle context (its address, or 0), taken and given back with one atomic operation each: sessions under one
     /// key rarely overlap (a handle's reads and writes are serialised), so a random 4 KiB read takes no mutex.
     private let spare: Atomic<UInt>
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// OpenSSL only: guards `idle` (a VAES schedule is never handed out exclusively, so it needs none).
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>?
     private var idle: [OpaquePointer] = []  // the contexts of overlapping sessions, once given back
 
     /// The implementation this process runs (see the type's documentation).
@@ -94,18 +95,22 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     /// - Throws: `.outOfMemory` when no locked memory is left or OpenSSL cannot allocate the context;
     ///   `.libraryUnavailable` without AES-256-GCM.
     init(key: UnsafeRawPointer) throws(CryptoError) {
-        mutex = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
         if Self.backend == .vaes {
             var schedule = try SecretBytes(zeroedCount: Self.scheduleBytes)
             let made = schedule.withUnsafeMutableBytes { dp_vgcm_init($0.baseAddress!, key.assumingMemoryBound(to: UInt8.self)) }
             guard let made else { throw CryptoError(.outOfMemory, "cannot schedule an AES-256-GCM key: its locked memory is not 32-byte aligned") }
             material = schedule
             spare = Atomic(UInt(bitPattern: made))
+            mutex = nil
             return
         }
         material = try SecretBytes(copying: UnsafeRawBufferPointer(start: key, count: AEADCipher.keySize))
+        let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        self.mutex = mutex
         guard let first = Self.openSSLContext(key) else {
+            pthread_mutex_destroy(mutex)
+            mutex.deallocate()
             throw CryptoError(Self.cipher == nil ? .libraryUnavailable : .outOfMemory, "cannot set up OpenSSL's AES-256-GCM (EVP_CIPHER_fetch or the context failed)")
         }
         spare = Atomic(UInt(bitPattern: first))
@@ -114,10 +119,9 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     deinit {
         // OpenSSL: each context cleansed before it is freed; every session gave its context back. VAES: the schedule
         // is `material`, zeroed when it goes.
-        if Self.backend == .openssl {
-            if let c = OpaquePointer(bitPattern: spare.load(ordering: .acquiring)) { Self.free(c) }
-            for c in idle { Self.free(c) }
-        }
+        guard let mutex else { return }
+        if let c = OpaquePointer(bitPattern: spare.load(ordering: .acquiring)) { Self.free(c) }
+        for c in idle { Self.free(c) }
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
     }
@@ -153,9 +157,9 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     func take() -> OpaquePointer {
         if Self.backend == .vaes { return OpaquePointer(bitPattern: spare.load(ordering: .relaxed))! }  // shared, immutable
         if let c = OpaquePointer(bitPattern: spare.exchange(0, ordering: .acquiring)) { return c }
-        pthread_mutex_lock(mutex)
+        pthread_mutex_lock(mutex!)
         let c = idle.popLast()
-        pthread_mutex_unlock(mutex)
+        pthread_mutex_unlock(mutex!)
         if let c { return c }
         guard let made = material.withUnsafeBytes({ Self.openSSLContext($0.baseAddress!) }) else { fatalError("OpenSSL cannot allocate an AES-256-GCM context") }
         return made
@@ -166,20 +170,18 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     func give(_ c: OpaquePointer) {
         if Self.backend == .vaes { return }
         if spare.compareExchange(expected: 0, desired: UInt(bitPattern: c), ordering: .releasing).exchanged { return }
-        pthread_mutex_lock(mutex)
+        pthread_mutex_lock(mutex!)
         idle.append(c)
-        pthread_mutex_unlock(mutex)
+        pthread_mutex_unlock(mutex!)
     }
 
     /// Seals `count` bytes at `m` into `c` under the 12-byte nonce `n`, writing the tag to `t`.
     @inline(__always)
     static func seal(_ ctx: OpaquePointer, _ c: UnsafeMutablePointer<UInt8>, _ t: UnsafeMutablePointer<UInt8>, _ m: UnsafePointer<UInt8>, _ count: Int,
                      _ a: UnsafePointer<UInt8>?, _ adCount: Int, _ n: UnsafePointer<UInt8>) {
-        if backend == .vaes {
-            guard dp_vgcm_seal(ctx, c, t, m, count, a, adCount, n) == 1 else { fatalError("AES-256-GCM cannot seal \(count) bytes in one message") }
-            return
-        }
-        guard dp_gcm_seal(openSSL!, ctx, c, t, m, count, a, adCount, n, vectorLevel) == 1 else { fatalError("OpenSSL failed to seal with AES-256-GCM") }
+        // Fails only for a message beyond GCM's 2^36 - 32 bytes (VAES; chunks are far smaller) or an OpenSSL failure.
+        let sealed = backend == .vaes ? dp_vgcm_seal(ctx, c, t, m, count, a, adCount, n) : dp_gcm_seal(openSSL!, ctx, c, t, m, count, a, adCount, n, vectorLevel)
+        guard sealed == 1 else { fatalError("AES-256-GCM (\(backend)) failed to seal \(count) bytes") }
     }
 
     /// Opens `count` bytes at `c` into `m`; false when the tag does not verify (`m` then holds bytes the caller zeroes).
