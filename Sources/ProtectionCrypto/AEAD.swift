@@ -35,8 +35,9 @@ public enum AEADCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 
 /// A 256-bit AEAD key, ready to seal and open, with AES-GCM's key schedule precomputed.
 ///
-/// AES-256-GCM runs on OpenSSL's libcrypto (`GCMContexts`), XChaCha20-Poly1305 on libsodium. For AES-256-GCM with
-/// direct nonces the key is scheduled once into an OpenSSL context (copied per thread that seals at once), so each
+/// AES-256-GCM runs on the process's backend (`GCMContexts`: the project's VAES code or OpenSSL's libcrypto),
+/// XChaCha20-Poly1305 on libsodium. For AES-256-GCM with direct nonces the key is scheduled once (VAES: one schedule
+/// every thread shares; OpenSSL: a context per thread that seals at once), so each
 /// message pays only for the cipher itself. With extended nonces
 /// (`AEADNonceMode.extended`) the key is a master key and each nonce selects a
 /// subkey: the key numbers its seals under one key nonce (`fillNonces`) and
@@ -46,12 +47,12 @@ public enum AEADCipher: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 /// may be used from several threads at once (each thread in its own session, with a context of its own).
 public struct AEADKey: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: state is immutable after init and libsodium's
-    // detached calls only read it; sessions keep their own scratch and borrow their own OpenSSL context;
+    // detached calls only read it; sessions keep their own scratch and borrow a context (VAES: the shared, immutable schedule);
     // the contexts and the extended-nonce state are classes behind their own locks.
     public let cipher: AEADCipher
     public let nonceMode: AEADNonceMode
     @usableFromInline let state: SecretBytes  // the raw key
-    @usableFromInline let contexts: GCMContexts?  // direct AES-GCM: the key scheduled for OpenSSL
+    @usableFromInline let contexts: GCMContexts?  // direct AES-GCM: the key scheduled for the backend
     @usableFromInline let extended: ExtendedKeyState?  // extended nonces: the numbering of its seals, its last subkey
 
     /// Nonce length in bytes: the cipher's, or 24 for extended nonces.
@@ -94,14 +95,14 @@ public struct AEADKey: ~Copyable, @unchecked Sendable {
 
     /// Runs `body` with a session that seals and opens under this key.
     ///
-    /// The session borrows an OpenSSL context of the key (AES-256-GCM) and gives it back when `body` returns. With
+    /// The session borrows a context of the key (AES-256-GCM; `GCMContexts`) and gives it back when `body` returns. With
     /// extended nonces it takes each message's subkey from the key's cache or derives it (on the stack, zeroed at once)
     /// and publishes it to the cache (see `AEADSession`). Use one session per thread; it must not escape `body`.
     ///
     /// Inlinable so that callers in other modules are specialized: unspecialized, the temporary allocation's
     /// `Result<R, E>` metadata was looked up at run time on every call (about 1,100 instructions per small-file open).
     /// - Parameter sharingSubkeys: false for a session whose subkey no later session will need (it then neither
-    ///   looks in the key's cache nor publishes to it, and keys an OpenSSL context of its own, freed when it ends:
+    ///   looks in the key's cache nor publishes to it, and keys a context of its own, freed (zeroed) when it ends:
     ///   a small file's only chunk, opened once at open, skips the shared entry). Only speed depends on it.
     @inlinable @inline(__always)
     public borrowing func withSession<R, E: Error>(sharingSubkeys: Bool = true, _ body: (inout AEADSession) throws(E) -> R) throws(E) -> R {

@@ -4,7 +4,7 @@ import Glibc
 
 /// One extended-nonce subkey, scheduled for AES-256-GCM (`GCMContexts`), immutable once built.
 ///
-/// The subkey's bytes are not kept: only its contexts (OpenSSL, cleansed when freed), which go with the last reference.
+/// The subkey's bytes are not kept: only its contexts (`GCMContexts`, zeroed when freed), which go with the last reference.
 @usableFromInline
 final class ExpandedSubkey: Sendable {
     /// The key nonce that selects the subkey (public: it is written beside every chunk sealed under it).
@@ -12,7 +12,7 @@ final class ExpandedSubkey: Sendable {
     let contexts: GCMContexts
 
     /// Schedules the 32-byte subkey at `key` (the caller wipes it) of `keyNonce`.
-    /// - Throws: `.outOfMemory` when OpenSSL cannot allocate the context.
+    /// - Throws: `.outOfMemory` when no memory is left for the schedule or context.
     init(key: UnsafeRawPointer, keyNonce: UnsafeRawPointer) throws(CryptoError) {
         self.contexts = try GCMContexts(key: key)
         self.keyNonce = Self.keyNonce(keyNonce)

@@ -60,7 +60,7 @@ public enum AEADNonceMode: Sendable, Equatable {
 
 /// Seals and opens under one `AEADKey` on one thread (see `AEADKey.withSession`).
 ///
-/// AES-256-GCM runs on OpenSSL contexts (`GCMContexts`): the session borrows one context of the key it seals under
+/// AES-256-GCM runs on the backend's contexts (`GCMContexts`): the session borrows one context of the key it seals under
 /// (the `AEADKey`'s own, or with extended nonces the message's subkey's) and gives it back when it moves to another
 /// subkey or ends. For extended nonces it finds each message's subkey in this order: the entry of the key's
 /// `ExtendedKeyState` it holds, the cache's latest entry; only then does it derive the subkey (into the stack
@@ -140,7 +140,7 @@ public struct AEADSession: ~Copyable {
             // session's own, without a shared entry, its lock and a kept copy of the key.
             let made = GCMContexts.context(keyedWith: scratch)
             wipeMemory(UnsafeMutableRawBufferPointer(start: scratch, count: AEADCipher.keySize))
-            guard let made else { fatalError("cannot schedule an AES-256-GCM subkey: OpenSSL is out of memory") }
+            guard let made else { fatalError("cannot schedule an AES-256-GCM subkey: out of memory") }
             if let own { GCMContexts.free(own) }
             own = made
             ownKeyNonce = keyNonce
