@@ -1,8 +1,9 @@
 import Foundation
-import DataProtection
+@_spi(Testing) import DataProtection  // the testing SPI: the file-system seam
 // @testable: sets the internal streaming batch size and replaces through the internal replace to reach batch boundaries.
 @testable import DataProtectionFiles
 import ProtectionCrypto
+import SystemLayer
 import XCTest
 
 /// `write(contentsOf:)`: a regular-file input is read in place by the threads that seal it; any other input
@@ -114,5 +115,43 @@ final class StreamedWriteTests: XCTestCase {
         close(ends[1])
         done.wait()
         XCTAssertEqual(drained, input, "through a pipe")
+    }
+
+    /// The output descriptor fails: simulates a slow destination (200 ms a write) that fills up (`ENOSPC`) at the second
+    /// write of a stream, while the reader has the next batch ready. The read fails with the write's error, and the
+    /// output holds exactly the batch written before the failure: no batch after it is written (which would leave a gap).
+    func testAFailedOutputWriteStopsTheStream() throws {
+        final class FillingUpIO: ForwardingIO, @unchecked Sendable {  // the stream's writes run one at a time, on its writer queue
+            let output: Int32
+            var writes = 0
+            init(output: Int32) { self.output = output }
+            func write(_ fd: Int32, from buffer: UnsafeRawBufferPointer) throws(SystemError) -> Int {
+                guard fd == output else { return try SystemFileIO().write(fd, from: buffer) }
+                writes += 1
+                if writes <= 2 { usleep(200_000) }  // the reader has the next batch ready meanwhile
+                if writes == 2 { throw SystemError(ENOSPC) }
+                return try SystemFileIO().write(fd, from: buffer)
+            }
+        }
+        let dir = try temporaryDirectory(self)
+        let keys = try InMemoryClassKeys.random()
+        let batch = ProtectedFileHandle.batchChunks(ProtectedFileHandle.streamingBatchBytes, chunkSize: chunk) * chunk
+        var rng = TestRNG(seed: 10)
+        let input = rng.bytes(3 * batch)
+        try ProtectedFiles(keys: keys, options: .init(chunkSize: chunk)).write(input, to: "\(dir)/p", protection: .complete)
+        let fd = open("\(dir)/back", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let io = FillingUpIO(output: fd)
+        let files = ProtectedFiles(keys: keys, options: .init(chunkSize: chunk), io: io)
+        XCTAssertThrowsError(try files.read("\(dir)/p", into: FileDescriptor(rawValue: fd))) { e in
+            guard let e = e as? ProtectionError else { return XCTFail("\(e)") }
+            XCTAssertEqual(e.code, .io(ENOSPC), e.message)
+            XCTAssertTrue(e.message.contains("write the output of") && e.message.contains("free some space"), e.message)
+        }
+        XCTAssertEqual(io.writes, 2, "no write after the failed one")
+        let back = try readBytes("\(dir)/back")
+        XCTAssertEqual(back.count, batch, "the first batch, and nothing after it")
+        XCTAssertTrue(back == Array(input[..<batch]), "the first batch's bytes")
     }
 }
