@@ -3,7 +3,8 @@
 # handles between them (N = 1, 100, 1000) and re-key them after every unlock; `dpctl lock --now`
 # is then timed, ROUNDS times per N. Reports the library's own figure (lock start to the
 # last process's acknowledgement that it wiped its keys) and the whole `dpctl lock`
-# process, medians (`--now`: without the `willLock` grace that a plain `dpctl lock` waits, 500 ms by default). Runs in its own session keyring and a throwaway domain.
+# process, medians (`--now`: without the `willLock` grace that a plain `dpctl lock` waits,
+# 500 ms by default). Runs in its own session keyring and a throwaway domain.
 #   Benchmarks/lock-latency.sh [ROUNDS]
 set -euo pipefail
 if [[ -z "${DP_BENCH_SESSION:-}" ]]; then exec env DP_BENCH_SESSION=1 keyctl session - bash "$0" "$@"; fi
