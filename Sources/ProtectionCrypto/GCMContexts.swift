@@ -98,6 +98,7 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
         if Self.backend == .vaes {
             var schedule = try SecretBytes(zeroedCount: Self.scheduleBytes)
             let made = schedule.withUnsafeMutableBytes { dp_vgcm_init($0.baseAddress!, key.assumingMemoryBound(to: UInt8.self)) }
+            Self.clearUpperVectorRegisters()  // the key was copied to here
             guard let made else { throw CryptoError(.outOfMemory, "cannot schedule an AES-256-GCM key: its locked memory is not 32-byte aligned") }
             material = schedule
             spare = Atomic(UInt(bitPattern: made))
@@ -138,7 +139,9 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     static func context(keyedWith key: UnsafeRawPointer) -> OpaquePointer? {
         guard backend == .vaes else { return openSSLContext(key) }
         guard let slot = SecurePool.slotClass(for: scheduleBytes), let memory = SecurePool.allocate(slot) else { return nil }
-        guard let made = dp_vgcm_init(memory, key.assumingMemoryBound(to: UInt8.self)) else {
+        let keyed = dp_vgcm_init(memory, key.assumingMemoryBound(to: UInt8.self))
+        clearUpperVectorRegisters()
+        guard let made = keyed else {
             SecurePool.release(memory, slot)
             return nil
         }
@@ -180,7 +183,13 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     static func seal(_ ctx: OpaquePointer, _ c: UnsafeMutablePointer<UInt8>, _ t: UnsafeMutablePointer<UInt8>, _ m: UnsafePointer<UInt8>, _ count: Int,
                      _ a: UnsafePointer<UInt8>?, _ adCount: Int, _ n: UnsafePointer<UInt8>) {
         // Fails only for a message beyond GCM's 2^36 - 32 bytes (VAES; chunks are far smaller) or an OpenSSL failure.
-        let sealed = backend == .vaes ? dp_vgcm_seal(ctx, c, t, m, count, a, adCount, n) : dp_gcm_seal(openSSL!, ctx, c, t, m, count, a, adCount, n, vectorLevel)
+        let sealed: Int32
+        if backend == .vaes {
+            sealed = dp_vgcm_seal(ctx, c, t, m, count, a, adCount, n)
+            clearUpperVectorRegisters()
+        } else {
+            sealed = dp_gcm_seal(openSSL!, ctx, c, t, m, count, a, adCount, n, vectorLevel)
+        }
         guard sealed == 1 else { fatalError("AES-256-GCM (\(backend)) failed to seal \(count) bytes") }
     }
 
@@ -188,8 +197,20 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     @inline(__always)
     static func open(_ ctx: OpaquePointer, _ m: UnsafeMutablePointer<UInt8>, _ c: UnsafePointer<UInt8>, _ count: Int, _ t: UnsafePointer<UInt8>,
                      _ a: UnsafePointer<UInt8>?, _ adCount: Int, _ n: UnsafePointer<UInt8>) -> Bool {
-        backend == .vaes ? dp_vgcm_open(ctx, m, c, count, t, a, adCount, n) == 1 : dp_gcm_open(openSSL!, ctx, m, c, count, t, a, adCount, n, vectorLevel) == 1
+        guard backend == .vaes else { return dp_gcm_open(openSSL!, ctx, m, c, count, t, a, adCount, n, vectorLevel) == 1 }
+        let opened = dp_vgcm_open(ctx, m, c, count, t, a, adCount, n) == 1
+        clearUpperVectorRegisters()
+        return opened
     }
+
+    /// After a VAES call: every vector register cleared, `zmm16–31` too. The VAES code clears the sixteen it uses
+    /// (`vzeroall`), but glibc's `memcpy` on AVX-512 moves bytes through `ymm16–31`, so a page the caller copied just
+    /// before stays there, and the dynamic linker's lazy-binding trampoline later saves the whole register file to the
+    /// stack (XSAVE) at the first call of each symbol. The database key-residue test found a row of a complete
+    /// database so in a worker's stack after lock, under VAES only: OpenSSL's calls clear `zmm16–31` as well
+    /// (`dp_clear_vector_registers`, COpenSSL/shim.h), which this reuses.
+    @inline(__always)
+    private static func clearUpperVectorRegisters() { dp_clear_vector_registers(vectorLevel) }
 }
 
 extension AEADCipher {
