@@ -98,7 +98,7 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
         if Self.backend == .vaes {
             var schedule = try SecretBytes(zeroedCount: Self.scheduleBytes)
             let made = schedule.withUnsafeMutableBytes { dp_vgcm_init($0.baseAddress!, key.assumingMemoryBound(to: UInt8.self)) }
-            Self.clearUpperVectorRegisters()  // the key was copied to here
+            Self.clearUpperVectorRegisters()  // the caller's copy of the key may have passed through zmm16–31
             guard let made else { throw CryptoError(.outOfMemory, "cannot schedule an AES-256-GCM key: its locked memory is not 32-byte aligned") }
             material = schedule
             spare = Atomic(UInt(bitPattern: made))
@@ -204,11 +204,11 @@ final class GCMContexts: @unchecked Sendable {  // `idle` is read and written on
     }
 
     /// After a VAES call: every vector register cleared, `zmm16–31` too. The VAES code clears the sixteen it uses
-    /// (`vzeroall`), but glibc's `memcpy` on AVX-512 moves bytes through `ymm16–31`, so a page the caller copied just
-    /// before stays there, and the dynamic linker's lazy-binding trampoline later saves the whole register file to the
-    /// stack (XSAVE) at the first call of each symbol. The database key-residue test found a row of a complete
-    /// database so in a worker's stack after lock, under VAES only: OpenSSL's calls clear `zmm16–31` as well
-    /// (`dp_clear_vector_registers`, COpenSSL/shim.h), which this reuses.
+    /// (`vzeroall`), but glibc's `memcpy` on AVX-512 moves bytes through `ymm16–31`, so bytes copied just before (a page,
+    /// a key) stay there, and the dynamic linker's lazy-binding trampoline later saves the whole register file to the
+    /// stack (XSAVE) at the first call of a symbol. That is how the database key-residue test found a row of a complete
+    /// database in a worker's stack after lock, under VAES only: OpenSSL's calls clear `zmm16–31` as well
+    /// (`dp_clear_vector_registers`, COpenSSL/shim.h), the one clear both backends now use.
     @inline(__always)
     private static func clearUpperVectorRegisters() { dp_clear_vector_registers(vectorLevel) }
 }
