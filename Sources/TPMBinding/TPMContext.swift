@@ -126,7 +126,7 @@ final class TPMContext {
     func overwriteSessionValue(_ session: ESYS_TR, primary: ESYS_TR) {
         var filler = TPM2B_AUTH()
         filler.size = 32
-        withUnsafeMutableBytes(of: &filler.buffer) { $0.initializeMemory(as: UInt8.self, repeating: 0xFF) }
+        withUnsafeMutableBytes(of: &filler.buffer) { _ = $0.initializeMemory(as: UInt8.self, repeating: 0xFF) }
         guard Esys_TR_SetAuth(esys, primary, &filler) == TSS2_RC_SUCCESS else { return }
         var buffer = TPM2B_MAX_BUFFER()
         var out: UnsafeMutablePointer<TPM2B_DIGEST>?
@@ -144,7 +144,7 @@ final class TPMContext {
     func overwriteCreateInput(_ session: ESYS_TR, primary: ESYS_TR, public pub: TPM2B_PUBLIC) {
         var filler = TPM2B_AUTH()
         filler.size = 32
-        withUnsafeMutableBytes(of: &filler.buffer) { $0.initializeMemory(as: UInt8.self, repeating: 0xFF) }
+        withUnsafeMutableBytes(of: &filler.buffer) { _ = $0.initializeMemory(as: UInt8.self, repeating: 0xFF) }
         guard Esys_TR_SetAuth(esys, primary, &filler) == TSS2_RC_SUCCESS else { return }
         var zeros = TPM2B_SENSITIVE_CREATE()
         var template = pub

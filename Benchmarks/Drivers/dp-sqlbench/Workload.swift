@@ -118,7 +118,8 @@ func timed(_ body: () throws -> Void) rethrows -> Double {
 /// Journal mode `size.mode` (`wal` or `delete`), synchronous NORMAL, 4 KiB pages, SQLite's default page cache (2 MB,
 /// smaller than the database, so reads reach the VFS). Figures: `insert` (rows/s, in transactions of `batch`), `point` (selects by key/s), `range`
 /// (scans of `scanLength` rows/s), `mixed` (operations/s over `threads` threads, each its own connection: 90 % point
-/// selects, 10 % one-row updates in their own transaction), `open-ms` (a new connection to the existing database and
+/// selects, 10 % one-row updates in their own transaction), `mixed-pool` (the same operations, the updates made by one
+/// writer connection of their own beside `threads` readers, as GRDB's DatabasePool does), `open-ms` (a new connection to the existing database and
 /// its first read: SQLCipher's key derivation, which every connection pays once, outside the timed loops).
 func runWorkload(contender: String, path: String, opener: Opener, size: WorkloadSize) throws {
     func report(_ figure: String, _ value: Double) { print("\(contender) \(size.mode) \(figure) \(String(format: "%.1f", value))") }
@@ -174,44 +175,13 @@ func runWorkload(contender: String, path: String, opener: Opener, size: Workload
     sqlite3_finalize(range)
     report("range", Double(size.scans) / rangeTime)
 
-    // Mixed 90/10 over `threads` threads, each its own connection, opened before the clock starts.
-    let ready = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
-    let failures = FailureList()
-    for t in 0..<size.threads {
-        Thread {
-            do {
-                let c = try Connection(path, opener)
-                for s in setup { try c.exec(s) }
-                let read = try c.prepare("SELECT k, v FROM t WHERE id = ?")
-                let write = try c.prepare("UPDATE t SET k = k + 1 WHERE id = ?")
-                defer { sqlite3_finalize(read); sqlite3_finalize(write) }
-                var keys = Keys(state: UInt64(1000 + t))
-                ready.signal()
-                go.wait()
-                for i in 0..<size.mixedOps {
-                    let id = Int64(keys.next(below: size.rows))
-                    if i % 10 == 9 {
-                        sqlite3_bind_int64(write, 1, id)
-                        try c.run(write)
-                    } else {
-                        sqlite3_bind_int64(read, 1, id)
-                        try c.run(read)
-                    }
-                }
-            } catch {
-                failures.add("\(error)")
-                ready.signal()
-            }
-            done.signal()
-        }.start()
-    }
-    for _ in 0..<size.threads { ready.wait() }
-    let mixedTime = timed {
-        for _ in 0..<size.threads { go.signal() }
-        for _ in 0..<size.threads { done.wait() }
-    }
-    if let f = failures.first { throw WorkloadFailure(description: "mixed: \(f)") }
-    report("mixed", Double(size.mixedOps * size.threads) / mixedTime)
+    // Mixed 90/10 over `threads` threads, each its own connection doing both, then the same mix with the writes on
+    // one writer connection of their own beside `threads` readers (the shape of GRDB's DatabasePool).
+    let everyOneMixed = (0..<size.threads).map { MixedRole(reads: size.mixedOps - size.mixedOps / 10, writes: size.mixedOps / 10, seed: UInt64(1000 + $0)) }
+    report("mixed", try mixedPhase(path, opener, setup, rows: size.rows, everyOneMixed))
+    let writes = size.threads * size.mixedOps / 10
+    let readers = (0..<size.threads).map { MixedRole(reads: size.mixedOps - size.mixedOps / 10, writes: 0, seed: UInt64(2000 + $0)) }
+    report("mixed-pool", try mixedPhase(path, opener, setup, rows: size.rows, readers + [MixedRole(reads: 0, writes: writes, seed: 3000)]))
     guard try db.text("PRAGMA integrity_check") == "ok" else { throw WorkloadFailure(description: "integrity_check failed") }
 
     // Opening the existing database: a new connection and its first read (SQLCipher derives its key here).
@@ -222,6 +192,56 @@ func runWorkload(contender: String, path: String, opener: Opener, size: Workload
     }
     opened = nil
     report("open-ms", openTime * 1000)
+}
+
+/// What one thread of a mixed phase does: `reads` point selects and `writes` one-row UPDATEs (each its own
+/// transaction), a write after every ninth read while both last, on keys drawn from `seed`.
+struct MixedRole {
+    let reads: Int, writes: Int, seed: UInt64
+}
+
+/// Runs one thread per role, each on its own connection opened before the clock starts, on keys below `n`; returns operations/s.
+func mixedPhase(_ path: String, _ opener: Opener, _ setup: [String], rows n: Int, _ roles: [MixedRole]) throws -> Double {
+    let ready = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+    let failures = FailureList()
+    for role in roles {
+        Thread {
+            do {
+                let c = try Connection(path, opener)
+                for s in setup { try c.exec(s) }
+                let read = try c.prepare("SELECT k, v FROM t WHERE id = ?")
+                let write = try c.prepare("UPDATE t SET k = k + 1 WHERE id = ?")
+                defer { sqlite3_finalize(read); sqlite3_finalize(write) }
+                var keys = Keys(state: role.seed)
+                ready.signal()
+                go.wait()
+                var reads = 0, writes = 0
+                while reads < role.reads || writes < role.writes {
+                    let id = Int64(keys.next(below: n))
+                    if writes < role.writes && (reads >= role.reads || (reads + writes) % 10 == 9) {
+                        sqlite3_bind_int64(write, 1, id)
+                        try c.run(write)
+                        writes += 1
+                    } else {
+                        sqlite3_bind_int64(read, 1, id)
+                        try c.run(read)
+                        reads += 1
+                    }
+                }
+            } catch {
+                failures.add("\(error)")
+                ready.signal()
+            }
+            done.signal()
+        }.start()
+    }
+    for _ in roles { ready.wait() }
+    let time = timed {
+        for _ in roles { go.signal() }
+        for _ in roles { done.wait() }
+    }
+    if let f = failures.first { throw WorkloadFailure(description: "mixed: \(f)") }
+    return Double(roles.reduce(0) { $0 + $1.reads + $1.writes }) / time
 }
 
 /// The first error any mixed-workload thread hit.
