@@ -20,6 +20,9 @@ struct JournalRecords {
 
     static let firstWindow = 1 << 10, lastWindow = 1 << 20
 
+    /// A `size` for `read` that reads up to the end of the file, where a read comes back short, without asking its length.
+    static let toTheEnd = Int64.max / 2
+
     /// The valid records from `start` on, and the offset just past the last of them.
     /// - Parameter known: the journal's size, when the caller has it.
     static func read(_ io: any FileIO, _ fd: Int32, chain: [UInt8], from start: Int64, size known: Int64? = nil) throws(SystemError) -> (records: [Record], end: Int64) {

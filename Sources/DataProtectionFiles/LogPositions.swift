@@ -20,6 +20,10 @@ enum LogPositions {
         /// The log's header checksum, which its records chain to.
         var chain: [UInt8]
         var mark: JournalFormat.Mark
+        /// The journal's length as the marking handle knew it (`WriteJournal.written`). The next writer takes it rather
+        /// than the file's length: a journal is never cut while it holds a log, so the file is at least this long, and
+        /// zeros that another process wrote ahead past it are written again at worst.
+        var written: Int64
     }
 
     private static let table = Locked<[String: Position]>([:])

@@ -72,7 +72,8 @@ extension ProtectedFileHandle {
         if st.journal!.hot && need.isEmpty { return }
         if !st.journal!.hot && st.logsCommits {
             // A log: continue it after the last commit's mark, or begin it after a sync (FORMAT.md §6.7.6).
-            try st.journal!.continueLog(io, fileSize: layout.fileSize(forPlaintextSize: committed), dataHeader: try diskHeader(&st))
+            let fd = st.fd
+            try st.journal!.continueLog(io, fileSize: layout.fileSize(forPlaintextSize: committed)) { () throws(ProtectionError) in try diskHeader(of: fd) }
         } else if !st.journal!.hot {
             // A database's commit that starts a journal here usually grows the file further on, which re-seals the
             // committed last chunk: journaling that chunk now, while the record shares this flush, saves a second fsync
@@ -129,9 +130,12 @@ extension ProtectedFileHandle {
     }
 
     /// The file's header bytes as on disk now, which a journal is bound to (a rewrap may have rewritten them since the open).
-    func diskHeader(_ st: inout State) throws(ProtectionError) -> [UInt8] {
+    func diskHeader(_ st: inout State) throws(ProtectionError) -> [UInt8] { try diskHeader(of: st.fd) }
+
+    /// `diskHeader`, read through the handle's descriptor `fd`.
+    func diskHeader(of fd: Int32) throws(ProtectionError) -> [UInt8] {
         let bytes: [UInt8]
-        do throws(SystemError) { bytes = try io.readBytes(st.fd, count: FileHeader.size, at: 0) } catch { throw ioError(error, "read") }
+        do throws(SystemError) { bytes = try io.readBytes(fd, count: FileHeader.size, at: 0) } catch { throw ioError(error, "read") }
         guard bytes.count == FileHeader.size else {
             throw ProtectionError(.authenticationFailed, "unable to write '\(path)': its header is gone (truncated while open?); restore it from a backup", path: path)
         }

@@ -20,18 +20,27 @@ extension WriteJournal {
     ///
     /// - Throws: `.coordinationFailed` when the log does not end in a mark of the file as it is (a writer died in the
     ///   middle of a change: opening the file again recovers it), and as `begin`.
-    mutating func continueLog(_ io: any FileIO, fileSize: Int64, dataHeader: [UInt8]) throws(ProtectionError) {
+    ///
+    /// `dataHeader` reads the data file's header as on disk now; a log this handle knows (`KnownLog`) needs no read.
+    mutating func continueLog(_ io: any FileIO, fileSize: Int64, dataHeader: () throws(ProtectionError) -> [UInt8]) throws(ProtectionError) {
         precondition(!hot)
+        // An emptied journal's header fails to parse before its binding is checked: a log begun after a sync reads
+        // the data header once, here.
         let found = try acquire(io, dataHeader: dataHeader, log: true)
         do throws(ProtectionError) {
             guard let (header, chain) = found else {
-                try writeHeader(io, kind: .log, committedSize: fileSize, dataHeader: dataHeader)
+                try writeHeader(io, kind: .log, committedSize: fileSize, dataHeader: try dataHeader())
                 return
             }
+            // After a mark of this process the records are read up to the end of the file, where a read comes back
+            // short, and the length known is the one the mark recorded (`LogPositions.Position.written`).
             let left = LogPositions.position(of: dataPath, chain: chain)
             let size: Int64
-            do throws(SystemError) { size = try io.size(fd) } catch { throw ioError(error) }
-            guard let (last, at) = try lastMark(io, chain: chain, from: left?.end ?? Int64(header.size), size: size, before: left?.mark),
+            if let left { size = left.written } else {
+                do throws(SystemError) { size = try io.size(fd) } catch { throw ioError(error) }
+            }
+            guard let (last, at) = try lastMark(
+                io, chain: chain, from: left?.end ?? Int64(header.size), size: left == nil ? size : JournalRecords.toTheEnd, before: left?.mark),
                   last.fileSize == fileSize
             else {
                 throw busy("another writer of it stopped in the middle of a change; close this handle and open the file again to roll that change back")
@@ -56,7 +65,7 @@ extension WriteJournal {
         precondition(hot)
         let mark = JournalFormat.Mark(fileSize: fileSize, boot: BootIdentity.current)
         try mark.encoded.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try append(io, .mark, offset: 0, b) }
-        LogPositions.marked(dataPath, .init(end: end, chain: chain, mark: mark))
+        LogPositions.marked(dataPath, .init(end: end, chain: chain, mark: mark, written: written))
         journaled = []
         hot = false
         continuedLog = false
@@ -72,7 +81,7 @@ extension WriteJournal {
     /// - Throws: `.coordinationFailed` when the lock stays taken (a checkpoint then reports itself busy).
     mutating func lockLog(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
         precondition(!hot)
-        try acquire(io, dataHeader: dataHeader, durableName: false, log: true, patience: Self.syncPatience)
+        try acquire(io, dataHeader: { dataHeader }, durableName: false, log: true, patience: Self.syncPatience)
     }
 
     /// Milliseconds a sync of a log's file waits for the log's lock (`lockLog`).
@@ -98,6 +107,7 @@ extension WriteJournal {
     /// changes nothing (it flushes them itself before it re-seals a chunk).
     mutating func emptyLog(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
         LogPositions.forget(dataPath)
+        defer { knownLog = nil }
         let journal = fd, zeros = Self.zeroHeader
         do throws(ProtectionError) {
             guard try readLogHeader(io, dataHeader: dataHeader) != nil else { return io.unlock(journal) }
@@ -113,9 +123,8 @@ extension WriteJournal {
     }
 
     /// The log's header and checksum when the journal holds a valid log of this data file, else nil.
-    private func readLogHeader(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) -> (JournalFormat.Header, [UInt8])? {
-        let found: (header: JournalFormat.Header, chain: [UInt8])?
-        do throws(SystemError) { found = try validHeader(io, of: dataHeader) } catch { throw ioError(error) }
+    private mutating func readLogHeader(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) -> (JournalFormat.Header, [UInt8])? {
+        let found = try validHeader(io, of: { dataHeader })
         return found?.header.kind == .log ? found : nil
     }
 

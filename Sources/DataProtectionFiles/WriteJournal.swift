@@ -45,6 +45,19 @@ struct WriteJournal {
     /// The data file's size on disk at the journal's begin: a log's synced size, whose chunks' undo records must be
     /// durable before those chunks change (`flushSynced`).
     var baseSize: Int64 = 0
+    /// The log (kind 3) this handle last began or found valid, as its header's bytes on disk (`validHeader`).
+    var knownLog: KnownLog?
+
+    /// A log's header as this handle wrote or validated it. A journal whose header bytes are these holds that same log,
+    /// still valid and bound to the same data header: a header holds a random generation, so a log emptied and begun
+    /// again has other bytes, and a data file's header changes only while its journal's lock is held over no valid log
+    /// (`lockForHeaderChange`, which refuses one). So the writers of a log, who find it at nearly every commit, neither
+    /// read the data file's header nor check the log's checksum and binding again.
+    struct KnownLog {
+        var bytes: [UInt8]
+        var header: JournalFormat.Header
+        var chain: [UInt8]
+    }
 
     init(dataPath: String) {
         self.dataPath = dataPath
@@ -59,7 +72,7 @@ struct WriteJournal {
     ///   `.io` for file-system failures.
     mutating func begin(_ io: any FileIO, kind: JournalFormat.Kind, committedSize: Int64, targetSize: Int64 = 0, dataHeader: [UInt8]) throws(ProtectionError) {
         precondition(!hot)
-        try acquire(io, dataHeader: dataHeader)
+        try acquire(io, dataHeader: { dataHeader })
         try writeHeader(io, kind: kind, committedSize: committedSize, targetSize: targetSize, dataHeader: dataHeader)
     }
 
@@ -67,16 +80,18 @@ struct WriteJournal {
     mutating func writeHeader(_ io: any FileIO, kind: JournalFormat.Kind, committedSize: Int64, targetSize: Int64 = 0, dataHeader: [UInt8]) throws(ProtectionError) {
         do throws(ProtectionError) {
             let generation = try crypto { () throws(CryptoError) in try SecureRandom.bytes(8) }
-            let header = try crypto { () throws(CryptoError) in
-                try JournalFormat.encode(.init(
-                    kind: kind, binding: try .of(dataHeader), committedSize: committedSize, targetSize: targetSize, generation: generation))
+            let fields = try crypto { () throws(CryptoError) in
+                JournalFormat.Header(kind: kind, binding: try .of(dataHeader), committedSize: committedSize, targetSize: targetSize, generation: generation)
             }
+            let header = try crypto { () throws(CryptoError) in try JournalFormat.encode(fields) }
+            knownLog = nil
             // Written over what an earlier change left (`commit` keeps the file's length): records of that change that
             // follow this header do not chain to its checksum, so they count for nothing (FORMAT.md §6.7.2).
             do throws(SystemError) {
                 try header.span.bytes.withUnsafeBytes { (b) throws(SystemError) in try io.writeFully(fd, from: b, at: 0) }
             } catch { throw ioError(error) }
             chain = Array(header[(JournalFormat.headerSize - JournalFormat.checksumSize)...])
+            if kind == .log { knownLog = KnownLog(bytes: header, header: fields, chain: chain) }
             end = Int64(JournalFormat.headerSize)
             baseSize = committedSize
             written = max(written, end)
@@ -137,6 +152,7 @@ struct WriteJournal {
         hot = false
         continuedLog = false
         journaled = []
+        knownLog = nil
         io.unlock(fd)
     }
 
@@ -195,7 +211,7 @@ struct WriteJournal {
     /// lock while the header changes means no journal is ever bound to a header that is gone.
     /// `close` releases it (and removes the empty journal).
     mutating func lockForHeaderChange(_ io: any FileIO, dataHeader: [UInt8]) throws(ProtectionError) {
-        try acquire(io, dataHeader: dataHeader, durableName: false)
+        try acquire(io, dataHeader: { dataHeader }, durableName: false)
     }
 
     /// Opens the journal (once per handle) and takes its lock.
@@ -209,6 +225,8 @@ struct WriteJournal {
     /// (`close`, and recovery, which empties it first), and every header is written after the check, under the lock.
     /// So the writers of a log, who find one at every commit but the first after a sync, skip three system calls.
     /// - Parameters:
+    ///   - dataHeader: the data file's header bytes as on disk now, read only when the journal's header is not a log
+    ///     this handle knows (`KnownLog`).
     ///   - durableName: fsync the directory once per descriptor, so the journal's name outlives a power failure.
     ///   - log: the caller continues or empties a log (kind 3) of this file: wait for the lock whatever the journal holds
     ///     (a log's writers take turns under their own lock, and its other holders are short: a sync emptying it, a
@@ -218,7 +236,8 @@ struct WriteJournal {
     /// - Returns: with `log`, the header and checksum of the valid log of this file the journal holds, if any.
     @discardableResult
     mutating func acquire(
-        _ io: any FileIO, dataHeader: [UInt8], durableName: Bool = true, log: Bool = false, patience: Int? = nil
+        _ io: any FileIO, dataHeader: () throws(ProtectionError) -> [UInt8], durableName: Bool = true, log: Bool = false,
+        patience: Int? = nil
     ) throws(ProtectionError) -> (header: JournalFormat.Header, chain: [UInt8])? {
         for _ in 0..<3 {
             if fd < 0 {
@@ -255,13 +274,13 @@ struct WriteJournal {
             guard locked else { throw busy("another handle is writing it") }
             // A log's writers find one nearly every time: its header is read at once. Other journals are mostly empty.
             let found: (header: JournalFormat.Header, chain: [UInt8])?
-            do throws(SystemError) {
+            do throws(ProtectionError) {
                 var nonEmpty = log
-                if !nonEmpty { nonEmpty = try io.size(fd) > 0 }
+                if !nonEmpty { do throws(SystemError) { nonEmpty = try io.size(fd) > 0 } catch { throw ioError(error) } }
                 found = nonEmpty ? try validHeader(io, of: dataHeader) : nil
             } catch {
                 io.unlock(fd)
-                throw ioError(error)
+                throw error
             }
             let isLog = found?.header.kind == .log
             let same: Bool
@@ -296,10 +315,17 @@ struct WriteJournal {
     }
 
     /// The (locked) journal's header and checksum when it is a valid header bound to this file's header `dataHeader`:
-    /// another writer's unfinished change, or a log.
-    func validHeader(_ io: any FileIO, of dataHeader: [UInt8]) throws(SystemError) -> (header: JournalFormat.Header, chain: [UInt8])? {
-        let b = try io.readBytes(fd, count: JournalFormat.headerSize, at: 0)
-        guard let (header, chain) = JournalFormat.parseHeader(b), header.binding.matches(dataHeader) else { return nil }
+    /// another writer's unfinished change, or a log. A log's header whose bytes are those of `knownLog` is taken as it
+    /// is, without `dataHeader` (`KnownLog`).
+    mutating func validHeader(
+        _ io: any FileIO, of dataHeader: () throws(ProtectionError) -> [UInt8]
+    ) throws(ProtectionError) -> (header: JournalFormat.Header, chain: [UInt8])? {
+        let b: [UInt8]
+        do throws(SystemError) { b = try io.readBytes(fd, count: JournalFormat.headerSize, at: 0) } catch { throw ioError(error) }
+        if let known = knownLog, known.bytes == b { return (known.header, known.chain) }
+        knownLog = nil
+        guard let (header, chain) = JournalFormat.parseHeader(b), header.binding.matches(try dataHeader()) else { return nil }
+        if header.kind == .log { knownLog = KnownLog(bytes: b, header: header, chain: chain) }
         return (header, chain)
     }
 

@@ -119,15 +119,46 @@ final class LogJournalTests: XCTestCase {
         try append(h1, 0xF4, 4120, to: &state)  // begins a new log
         try h1.markCommit()
         LogPositions.marked(path, second)  // a position in the emptied log, as if this process had not seen the sync
-        try h2.reloadAfterOtherWriters()
-        try append(h2, 0xF5, 4120, to: &state)
-        try h2.markCommit()
-        let marked = state
-        try h2.append([UInt8](repeating: 0xF6, count: 5000))
-        h2.abandon()  // killed before its mark
-        h1.abandon()
-        guard case .rolledBack = try files.recover(path) else { return XCTFail("the log was not applied") }
-        XCTAssertEqual(try files.read(path), marked, "the file as of the last mark")
+        try commitThenDie(h2, after: 0xF5, others: [h1], files, path, state: &state)
+    }
+
+    /// Commits a frame of `value` through `writer` (continuing the log), appends more and kills it before its mark,
+    /// kills `others`, then checks that recovery leaves the file as of that commit.
+    func commitThenDie(
+        _ writer: ProtectedFileHandle, after value: UInt8, others: [ProtectedFileHandle], _ files: ProtectedFiles, _ path: String,
+        state: inout [UInt8], file: StaticString = #filePath, line: UInt = #line
+    ) throws {
+        try writer.reloadAfterOtherWriters()
+        try append(writer, value, 4120, to: &state)
+        try writer.markCommit()
+        try writer.append([UInt8](repeating: 0xEF, count: 5000))
+        writer.abandon()  // killed before its mark
+        for h in others { h.abandon() }
+        guard case .rolledBack = try files.recover(path) else { return XCTFail("the log was not applied", file: file, line: line) }
+        XCTAssertEqual(try files.read(path), state, "the file as of the last mark", file: file, line: line)
+    }
+
+    /// A writer that continues after a mark of this process reads the records that follow it up to the end of the
+    /// journal, not up to the journal's length that the mark recorded (`LogPositions.Position.written`): the writers of
+    /// another process may have written the log past that length. The other process is played by setting the recorded
+    /// length back to the mark's own end, so that every record of h2's commits lies past it: a writer that read only that
+    /// far would find h1's mark last, of another size than the file's, and refuse to continue.
+    func testAWriterReadsOnPastTheJournalLengthItsProcessRecorded() throws {
+        let (files, path, synced, h1) = try loggedFile()
+        var state = synced
+        try append(h1, 0xE1, 4120, to: &state)
+        try h1.markCommit()
+        var recorded = try XCTUnwrap(LogPositions.position(of: path))
+        let h2 = try files.open(path, forWriting: true)
+        h2.logCommits()
+        for value in UInt8(0xE2)...0xE5 {
+            try h2.reloadAfterOtherWriters()
+            try append(h2, value, 4120, to: &state)
+            try h2.markCommit()
+        }
+        recorded.written = recorded.end
+        LogPositions.marked(path, recorded)  // h2's commits, as if made by another process
+        try commitThenDie(h1, after: 0xE6, others: [h2], files, path, state: &state)
     }
 
     /// A writer killed in the middle of a change leaves a log that ends in no mark: the next writer refuses to continue
