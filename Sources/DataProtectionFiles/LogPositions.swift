@@ -24,6 +24,9 @@ enum LogPositions {
         /// than the file's length: a journal is never cut while it holds a log, so the file is at least this long, and
         /// zeros that another process wrote ahead past it are written again at worst.
         var written: Int64
+        /// The journal that made the mark (`WriteJournal.owner`): when the log still ends in it, that journal's handle
+        /// knows the file as it is.
+        var owner: UInt64
     }
 
     private static let table = Locked<[String: Position]>([:])

@@ -10,6 +10,9 @@ extension ProtectedFileHandle {
     /// Runs a change; if it fails after the journal went hot, the file may hold part of it, so the handle stops writing.
     func guardingChange(_ st: inout State, _ action: String, _ body: (inout State) throws(ProtectionError) -> Void) throws(ProtectionError) {
         if let failed = st.failed { throw failedChange(failed, action) }
+        // A log's change whose kept size and last chunk may be stale starts by continuing the log, which says whether
+        // they may be used.
+        if st.keptMayBeStale, st.logsCommits, st.journal?.hot == false { try continueLog(&st, sizeMayBeStale: true) }
         do throws(ProtectionError) { try body(&st) } catch {
             if st.journal?.hot == true { st.failed = error }
             throw error
@@ -71,9 +74,7 @@ extension ProtectedFileHandle {
         }
         if st.journal!.hot && need.isEmpty { return }
         if !st.journal!.hot && st.logsCommits {
-            // A log: continue it after the last commit's mark, or begin it after a sync (FORMAT.md §6.7.6).
-            let fd = st.fd
-            try st.journal!.continueLog(io, fileSize: layout.fileSize(forPlaintextSize: committed)) { () throws(ProtectionError) in try diskHeader(of: fd) }
+            try continueLog(&st, sizeMayBeStale: false)
         } else if !st.journal!.hot {
             // A database's commit that starts a journal here usually grows the file further on, which re-seals the
             // committed last chunk: journaling that chunk now, while the record shares this flush, saves a second fsync
@@ -90,6 +91,36 @@ extension ProtectedFileHandle {
         }
         try st.journal!.flush(io)
         try st.journal!.flushSynced(io, chunks: need.map { layout.offset(ofChunk: $0) })
+    }
+
+    /// Starts a change of a log's handle: continues the log after the last commit's mark, or begins it after a sync
+    /// (FORMAT.md §6.7.6).
+    ///
+    /// With `sizeMayBeStale` (another handle may have written the file since this one last did: a database
+    /// transaction's start, `forgetKeptLastChunk`), the handle keeps its size and last chunk only when the log ends in
+    /// its own last mark, of that size: every change of a log's file appends an undo record to the log before it
+    /// touches the file (its first write re-seals the committed last chunk or a chunk before it), so nothing has changed
+    /// the file since. Otherwise it takes the size from the file and forgets the chunk. When the last mark this process
+    /// knows of is another handle's, or there is none (a handle of this process emptied the log), the log cannot end in
+    /// this handle's mark: the size is taken at once and the log is left to the change's first write, as without one.
+    func continueLog(_ st: inout State, sizeMayBeStale: Bool) throws(ProtectionError) {
+        guard let committed = st.committedSize else { return }
+        if sizeMayBeStale, LogPositions.position(of: st.journal!.dataPath)?.owner != st.journal!.owner {
+            try refreshSize(&st)
+            st.committedSize = st.size
+            return
+        }
+        let fd = st.fd
+        let fresh: (() throws(ProtectionError) -> Int64)? = sizeMayBeStale ? { () throws(ProtectionError) -> Int64 in try self.fileSizeNow(of: fd) } : nil
+        let (fileSize, own) = try st.journal!.continueLog(io, fileSize: layout.fileSize(forPlaintextSize: committed), fresh: fresh) {
+            () throws(ProtectionError) in try diskHeader(of: fd)
+        }
+        if sizeMayBeStale && !own {
+            st.size = layout.plaintextSize(forFileSize: fileSize)!  // checked by `fileSizeNow`
+            st.forgetTail()
+            st.committedSize = st.size
+        }
+        st.keptMayBeStale = false
     }
 
     /// A commit of a log's handle: marks what this handle wrote since it continued the log (FORMAT.md §6.7.6), without
@@ -155,12 +186,17 @@ extension ProtectedFileHandle {
 
     /// Takes the plaintext size from the file again (after recovery changed it under a reader).
     func refreshSize(_ st: inout State) throws(ProtectionError) {
+        st.size = layout.plaintextSize(forFileSize: try fileSizeNow(of: st.fd))!  // checked by `fileSizeNow`
+        st.forgetTail()
+    }
+
+    /// The file's size on disk now, through descriptor `fd`; one that fits no valid file fails authentication.
+    func fileSizeNow(of fd: Int32) throws(ProtectionError) -> Int64 {
         let fileSize: Int64
-        do throws(SystemError) { fileSize = try io.size(st.fd) } catch { throw ioError(error, "read") }
-        guard let size = layout.plaintextSize(forFileSize: fileSize) else {
+        do throws(SystemError) { fileSize = try io.size(fd) } catch { throw ioError(error, "read") }
+        guard layout.plaintextSize(forFileSize: fileSize) != nil else {
             throw ProtectionError(.authenticationFailed, "unable to read '\(path)': its size (\(fileSize) bytes) fits no valid file; restore it from a backup", path: path)
         }
-        st.size = size
-        st.tail = -1
+        return fileSize
     }
 }

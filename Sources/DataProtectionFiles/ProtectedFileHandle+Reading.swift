@@ -38,6 +38,7 @@ extension ProtectedFileHandle {
             } else {
                 _ = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
             }
+            st.forgetTail()
             st.tail = last
         }
     }
@@ -52,9 +53,10 @@ extension ProtectedFileHandle {
     /// Reads and opens chunks covering plaintext `[from, to)` into `out` (which receives `to - from` bytes).
     func readRange(_ st: inout State, _ sealer: ChunkSealer, from: Int64, to: Int64, into out: UnsafeMutableRawPointer) throws(ProtectionError) {
         let cs = Int64(layout.chunkSize)
-        if st.tail >= 0, layout.chunkIndex(containing: from) == st.tail, layout.chunkIndex(containing: to - 1) == st.tail {
+        let tail = st.usableTail
+        if tail >= 0, layout.chunkIndex(containing: from) == tail, layout.chunkIndex(containing: to - 1) == tail {
             // Served from the chunk authenticated at open.
-            out.copyMemory(from: st.staging.baseAddress! + header.cipher.nonceSize + Int(from - st.tail * cs), byteCount: Int(to - from))
+            out.copyMemory(from: st.staging.baseAddress! + header.cipher.nonceSize + Int(from - tail * cs), byteCount: Int(to - from))
             return
         }
         if st.keepsFirstChunk, to <= cs {

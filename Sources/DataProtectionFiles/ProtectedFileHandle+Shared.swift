@@ -26,15 +26,41 @@ extension ProtectedFileHandle {
         }
     }
 
+    /// `reloadAfterOtherWriters()` for a change that starts now, holding a lock that keeps the file's other writers out
+    /// (a database's seal lock under SQLite's write lock): a log's handle (`logCommits`) continues the log at once, and
+    /// keeps its size and last chunk when the log ends in this handle's own last mark, of that size (no writer has
+    /// changed the file since: `continueLog(_:sizeMayBeStale:)`); otherwise, and for any other handle, it takes them
+    /// from the file.
+    ///
+    /// Why: a database with one writer connection (GRDB's `DatabasePool`) commits through the same WAL handle every
+    /// time, and taking the WAL's size and reading and opening its last chunk again cost two system calls and an
+    /// AES-GCM open of each one-row commit.
+    /// - Throws: `.locked` once the class key was withdrawn; as `write` when the log cannot be continued.
+    package func prepareChangeAfterOtherWriters() throws(ProtectionError) {
+        try state.withLock { (st) throws(ProtectionError) in
+            _ = try live(&st, "write")
+            if st.logsCommits, st.journal?.hot == false, st.committedSize != nil, st.failed == nil {
+                try continueLog(&st, sizeMayBeStale: true)
+            } else {
+                try refreshSize(&st)
+                if st.committedSize != nil, st.journal?.hot != true, st.failed == nil { st.committedSize = st.size }
+            }
+        }
+    }
+
     /// Forgets the kept last chunk, without a system call: the start of a read transaction, after which another
-    /// handle may have re-sealed that chunk (a WAL's commit appends into it).
+    /// handle may have re-sealed that chunk (a WAL's commit appends into it). A log's handle that wrote that chunk last
+    /// keeps it aside, unused by reads, for its next change to take back if the log shows no other writer since
+    /// (`prepareChangeAfterOtherWriters`).
     ///
     /// The size is left as it is. Where another handle changed it since, a read still returns only authenticated bytes:
     /// each chunk is opened as chunk `j` of a file of this handle's size (its index, its "last" flag and its length are
     /// bound into the seal), so a chunk re-sealed or moved since fails and the caller reads again after
     /// `reloadAfterOtherWriters()`, and a read past the known end comes back short, which the caller treats the same way.
     package func forgetKeptLastChunk() {
-        state.withLock { $0.tail = -1 }
+        state.withLock { (st) in
+            if st.logsCommits, st.tail >= 0, st.tailSealedChunk == st.tail { st.keptMayBeStale = true } else { st.forgetTail() }
+        }
     }
 
     /// Throws `.locked` when the handle's class was locked (its keys are wiped then), and gets keys again after an unlock.

@@ -22,6 +22,15 @@ extension ProtectedFileHandle {
         /// Set when open authenticates the last chunk, so the first read of a small file costs nothing more, and by
         /// every write that seals the last chunk, so the next append re-seals it without reading and opening it.
         var tail: Int64 = -1
+        /// Whether `tail` and `size` may be stale: another handle may have written the file since (a log's handle at
+        /// the start of a database transaction, `forgetKeptLastChunk`). Reads then ignore the kept chunk; the next
+        /// change keeps both only when the log shows that no writer changed the file since this handle's own last mark
+        /// (`continueLog(_:sizeMayBeStale:)`).
+        var keptMayBeStale = false
+        /// The disk bytes of chunk `tailSealedChunk` as this handle last wrote it (a log's handle only; -1: none): the
+        /// undo record of the chunk the next append re-seals, which then needs no read.
+        var tailSealed: [UInt8] = []
+        var tailSealedChunk: Int64 = -1
         /// The tail slot, then one slot per chunk of a batch (grown on demand up to a full batch).
         var staging: UnsafeMutableRawBufferPointer
         /// The rollback journal; nil for read-only handles and a replace's temporary file.
@@ -67,11 +76,21 @@ extension ProtectedFileHandle {
 
         /// Forgets the kept chunks and zeroes the staging buffers: no plaintext outlives the keys or the handle.
         mutating func dropPlaintext() {
-            tail = -1
+            forgetTail()
             wipeMemory(staging)
             firstChunkLength = -1
             if let kept = firstChunk { wipeMemory(kept) }
         }
+
+        /// Forgets the kept last chunk (its plaintext and its disk bytes).
+        mutating func forgetTail() {
+            tail = -1
+            tailSealedChunk = -1
+            keptMayBeStale = false
+        }
+
+        /// The kept last chunk a read or write may use: none while it may be stale.
+        var usableTail: Int64 { keptMayBeStale ? -1 : tail }
 
         /// The tail slot: nonce-sized gap, then the plaintext of chunk `tail`.
         var tailSlot: UnsafeMutableRawPointer { staging.baseAddress! }

@@ -30,7 +30,7 @@ extension ProtectedFileHandle {
 
     private func writeHeaderAndEmptyChunk(_ st: inout State, _ header: [UInt8]) throws(ProtectionError) {
         let sealer = try live(&st, "create")
-        st.tail = -1
+        st.forgetTail()
         let slot = st.tailSlot  // scratch: the empty chunk has no plaintext to keep
         do throws(CryptoError) { try sealer.fillNonces(slot, count: 1, stride: layout.stride) } catch {
             throw ProtectionError(.io(EIO), "unable to create '\(path)': \(error.message)", path: path, underlying: error)
@@ -79,9 +79,14 @@ extension ProtectedFileHandle {
         let zeros = if case .zeros = src { true } else { false }
         // The tail slot: read below for the old last chunk, rewritten with the new last chunk; what it holds when the
         // call ends is decided here (nothing, if the call fails part-way).
-        let keptTail = st.tail
-        var tailAfter: Int64 = -1
-        defer { st.tail = tailAfter }
+        let keptTail = st.usableTail
+        let keptSealed = keptTail >= 0 && st.tailSealedChunk == keptTail ? keptTail : -1
+        var tailAfter: Int64 = -1, sealedAfter: Int64 = -1
+        defer {
+            st.tail = tailAfter
+            st.tailSealedChunk = tailAfter >= 0 ? sealedAfter : -1
+            st.keptMayBeStale = false
+        }
         while i <= lastTouched {
             let n = Int(min(Int64(batch), lastTouched - i + 1))
             let staging = st.reserve(n, stride: stride)
@@ -100,6 +105,9 @@ extension ProtectedFileHandle {
                         keep = layout.plaintextLength(ofChunk: j, plaintextSize: oldSize)
                         if j == keptTail {
                             plain.copyMemory(from: st.tailSlot + nonce, byteCount: keep)  // an append: no read, no open
+                            if j == keptSealed, st.journal != nil, st.callerExcludesOtherWriters || st.journal!.hot {
+                                read.append((j, st.tailSealed))  // as this handle wrote it, and no writer has since
+                            }
                         } else {
                             let sealed = staging + pos
                             try readSealedChunk(&st, j, length: keep + layout.overhead, into: sealed)
@@ -154,11 +162,24 @@ extension ProtectedFileHandle {
                                       at: layout.offset(ofChunk: first + Int64(run.lowerBound)))
                 } catch { throw ioError(error, "write") }
             }
+            if st.logsCommits, newLast >= first, newLast < first + Int64(n) {
+                // A log's next commit re-seals this chunk and journals it first: its disk bytes are kept for that record.
+                let sealed = UnsafeRawBufferPointer(
+                    start: staging + Int(newLast - first) * stride, count: layout.plaintextLength(ofChunk: newLast, plaintextSize: newSize) + layout.overhead)
+                st.tailSealed.removeAll(keepingCapacity: true)
+                st.tailSealed.append(contentsOf: sealed)
+                sealedAfter = newLast
+            }
             i += Int64(n)
         }
         st.size = newSize
         st.bytesSealed &+= Int64(count)  // reported once, at close (no metric call per write)
-        tailAfter = lastTouched == newLast ? newLast : keptTail  // an untouched last chunk is still the one kept
+        if lastTouched != newLast {  // an untouched last chunk is still the one kept
+            tailAfter = keptTail
+            sealedAfter = keptSealed
+        } else {
+            tailAfter = newLast
+        }
     }
 
     /// Copies bytes `k..<k+count` of a write from `src`; a file source that ends early is an error.
@@ -204,7 +225,7 @@ extension ProtectedFileHandle {
             try commit(&st)
             old = try rawChunk(&st, last, size: st.size)
         }
-        st.tail = -1
+        st.forgetTail()
         let slot = st.tailSlot  // scratch: sealed in place below
         let plain = try loadChunk(&st, sealer, last, size: st.size, slot: slot)
         let newLen = layout.plaintextLength(ofChunk: last, plaintextSize: newSize)

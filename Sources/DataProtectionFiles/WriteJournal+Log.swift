@@ -16,21 +16,31 @@ import Glibc
 /// mark was made in this boot, else as of the sync.
 extension WriteJournal {
     /// Takes the lock (waiting for it) and continues the log of the data file if one is there, ending in a mark of
-    /// `fileSize` bytes; otherwise begins one (`begin`, kind `.log`, the caller flushes its first records).
+    /// the data file's size; otherwise begins one (`begin`, kind `.log`, the caller flushes its first records).
     ///
+    /// - Parameters:
+    ///   - fileSize: the data file's size as the caller knows it.
+    ///   - fresh: for a caller whose size may be stale (another handle may have written the file since), reads the data
+    ///     file's size now; used unless the log ends in this journal's own last mark of `fileSize` bytes. Nil: the
+    ///     caller took `fileSize` under a lock that keeps the file's writers out.
+    ///   - dataHeader: reads the data file's header as on disk now; a log this handle knows (`KnownLog`) needs no read.
+    /// - Returns: the data file's size the change starts from, and whether the log ended in this journal's own last
+    ///   mark: no writer has changed the file since, as every change of a log's file appends an undo record before it
+    ///   touches the file.
     /// - Throws: `.coordinationFailed` when the log does not end in a mark of the file as it is (a writer died in the
     ///   middle of a change: opening the file again recovers it), and as `begin`.
-    ///
-    /// `dataHeader` reads the data file's header as on disk now; a log this handle knows (`KnownLog`) needs no read.
-    mutating func continueLog(_ io: any FileIO, fileSize: Int64, dataHeader: () throws(ProtectionError) -> [UInt8]) throws(ProtectionError) {
+    mutating func continueLog(
+        _ io: any FileIO, fileSize: Int64, fresh: (() throws(ProtectionError) -> Int64)? = nil, dataHeader: () throws(ProtectionError) -> [UInt8]
+    ) throws(ProtectionError) -> (fileSize: Int64, own: Bool) {
         precondition(!hot)
         // An emptied journal's header fails to parse before its binding is checked: a log begun after a sync reads
         // the data header once, here.
         let found = try acquire(io, dataHeader: dataHeader, log: true)
         do throws(ProtectionError) {
             guard let (header, chain) = found else {
-                try writeHeader(io, kind: .log, committedSize: fileSize, dataHeader: try dataHeader())
-                return
+                let size = try fresh?() ?? fileSize
+                try writeHeader(io, kind: .log, committedSize: size, dataHeader: try dataHeader())
+                return (size, false)
             }
             // After a mark of this process the records are read up to the end of the file, where a read comes back
             // short, and the length known is the one the mark recorded (`LogPositions.Position.written`).
@@ -39,10 +49,11 @@ extension WriteJournal {
             if let left { size = left.written } else {
                 do throws(SystemError) { size = try io.size(fd) } catch { throw ioError(error) }
             }
-            guard let (last, at) = try lastMark(
-                io, chain: chain, from: left?.end ?? Int64(header.size), size: left == nil ? size : JournalRecords.toTheEnd, before: left?.mark),
-                  last.fileSize == fileSize
-            else {
+            let found = try lastMark(
+                io, chain: chain, from: left?.end ?? Int64(header.size), size: left == nil ? size : JournalRecords.toTheEnd, before: left?.mark)
+            let own = found != nil && left?.owner == owner && found!.1 == left!.end && found!.0.fileSize == fileSize
+            let dataSize = own ? fileSize : try fresh?() ?? fileSize
+            guard let (last, at) = found, last.fileSize == dataSize else {
                 throw busy("another writer of it stopped in the middle of a change; close this handle and open the file again to roll that change back")
             }
             self.chain = chain
@@ -53,6 +64,7 @@ extension WriteJournal {
             continuedLog = true
             unsynced = false
             journaled = []
+            return (dataSize, own)
         } catch {
             io.unlock(fd)
             throw error
@@ -65,7 +77,7 @@ extension WriteJournal {
         precondition(hot)
         let mark = JournalFormat.Mark(fileSize: fileSize, boot: BootIdentity.current)
         try mark.encoded.span.bytes.withUnsafeBytes { (b) throws(ProtectionError) in try append(io, .mark, offset: 0, b) }
-        LogPositions.marked(dataPath, .init(end: end, chain: chain, mark: mark, written: written))
+        LogPositions.marked(dataPath, .init(end: end, chain: chain, mark: mark, written: written, owner: owner))
         journaled = []
         hot = false
         continuedLog = false

@@ -2,6 +2,7 @@ import DataProtectionKeys
 import DataProtectionFormat
 import SystemLayer
 import ProtectionCrypto
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -58,6 +59,11 @@ struct WriteJournal {
         var header: JournalFormat.Header
         var chain: [UInt8]
     }
+
+    /// This journal among the journals of the process, for the marks it makes (`LogPositions.Position.owner`).
+    let owner = Self.owners.add(1, ordering: .relaxed).newValue
+
+    private static let owners = Atomic<UInt64>(0)
 
     init(dataPath: String) {
         self.dataPath = dataPath

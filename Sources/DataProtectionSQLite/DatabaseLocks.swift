@@ -83,7 +83,9 @@ extension ProtectedDatabaseFile {
 
     /// Runs `body`, a write, holding the seal lock exclusive; a handle whose size may be stale takes it from the file
     /// first (`forgetAfterOtherWriters`), so that the change rolls back to the file as it is now, not as this handle
-    /// last saw it (a crash in it would otherwise cut away other connections' committed writes).
+    /// last saw it (a crash in it would otherwise cut away other connections' committed writes). A WAL's handle takes
+    /// it from the WAL's log instead when the log shows that no other connection wrote since this one's last commit
+    /// (`prepareChangeAfterOtherWriters`).
     ///
     /// This is how a WAL write transaction or a checkpoint starts: taking the WAL's write or checkpoint lock forgets,
     /// without a system call, and the first write of each file reloads under the lock it takes anyway. Until then no
@@ -92,7 +94,7 @@ extension ProtectedDatabaseFile {
     func sealedForWriting<R>(_ body: () throws(ProtectionError) -> R) throws(ProtectionError) -> R {
         try sealed(.exclusive) { () throws(ProtectionError) -> R in
             if sizeMayBeStale {
-                try handle.reloadAfterOtherWriters()
+                try handle.prepareChangeAfterOtherWriters()
                 sizeMayBeStale = false
             }
             return try body()

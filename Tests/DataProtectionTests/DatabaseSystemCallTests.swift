@@ -118,6 +118,7 @@ final class DatabaseSystemCallTests: XCTestCase {
         private var reads: [(path: String, offset: Int64, count: Int)] = []
         private var opens: [String] = []
         private var writes: [(path: String, count: Int)] = []
+        private var sizes: [String] = []
 
         func open(_ path: String, flags: Int32, mode: mode_t) throws(SystemError) -> Int32 {
             lock.withLock { opens.append(path) }
@@ -136,8 +137,17 @@ final class DatabaseSystemCallTests: XCTestCase {
             return try SystemFileIO().pwrite(fd, from: b, at: o)
         }
 
+        func size(_ fd: Int32) throws(SystemError) -> Int64 {
+            let path = directoryPath(fd)
+            lock.withLock { sizes.append(path) }
+            return try SystemFileIO().size(fd)
+        }
+
         /// Forgets what was recorded.
-        func reset() { lock.withLock { reads = []; opens = []; writes = [] } }
+        func reset() { lock.withLock { reads = []; opens = []; writes = []; sizes = [] } }
+        /// The reads of `path` and the times its size was asked for, since the last `reset`.
+        func reads(of path: String) -> Int { lock.withLock { reads.filter { $0.path == path }.count } }
+        func sizes(of path: String) -> Int { lock.withLock { sizes.filter { $0 == path }.count } }
         /// The bytes written into `path` since the last `reset`.
         func bytesWritten(to path: String) -> Int { lock.withLock { writes.filter { $0.path == path }.reduce(0) { $0 + $1.count } } }
         /// The reads of `path` recorded since the last `reset` that repeat an earlier one (same offset and length).
@@ -175,6 +185,40 @@ final class DatabaseSystemCallTests: XCTestCase {
             XCTAssertEqual(opens, 0, "\(mode): the journal's class was read from the database's path")
             XCTAssertEqual(try db.rows("PRAGMA integrity_check"), [[.text("ok")]])
         }
+    }
+
+    /// A WAL's only writer connection (GRDB's `DatabasePool`) takes neither the WAL's size nor its last chunk from the
+    /// file again at each commit: its handle keeps them while the WAL's log ends in its own last mark
+    /// (`prepareChangeAfterOtherWriters`). Once another connection commits, the next commit of the first takes both
+    /// from the file again, and every row both wrote is there.
+    func testAWALWriterThatCommittedLastReadsNothingOfTheWALAgain() throws {
+        let dir = try temporaryDirectory(self)
+        let io = RecordingIO()
+        let files = ProtectedFiles(keys: try InMemoryClassKeys.random(), options: .init(chunkSize: 4096), io: io)
+        let path = dir + "/writer.db", wal = path + "-wal"
+        let db = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { db.close() }
+        try db.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+        try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) INSERT INTO t SELECT i, randomblob(100) FROM n")
+        try db.execute("UPDATE t SET v = randomblob(100) WHERE id = 1")
+        io.reset()
+        for i in 1...20 { try db.execute("UPDATE t SET v = randomblob(100) WHERE id = \(i * 13)") }
+        XCTAssertEqual(io.sizes(of: wal), 0, "20 one-row commits of the only writer took the WAL's size")
+        XCTAssertEqual(io.reads(of: wal), 0, "20 one-row commits of the only writer read the WAL")
+
+        let other = try ProtectedDatabase.open(path: path, protection: .completeUntilFirstUserAuthentication, files: files)
+        defer { other.close() }
+        for i in 1...5 {
+            try other.execute("UPDATE t SET v = x'0\(i)' WHERE id = \(i)")
+            io.reset()
+            try db.execute("UPDATE t SET v = x'1\(i)' WHERE id = \(i + 100)")
+            XCTAssertEqual(io.sizes(of: wal), 1, "commit \(i) after another connection's did not take the WAL's size again")
+        }
+        for i in 1...5 {
+            XCTAssertEqual(try db.rows("SELECT hex(v) FROM t WHERE id = \(i)"), [[.text("0\(i)")]])
+            XCTAssertEqual(try other.rows("SELECT hex(v) FROM t WHERE id = \(i + 100)"), [[.text("1\(i)")]])
+        }
+        XCTAssertEqual(try other.rows("PRAGMA integrity_check"), [[.text("ok")]])
     }
 
     /// A WAL commit of many frames is one write into the WAL: the VFS holds a transaction's frames and writes them with

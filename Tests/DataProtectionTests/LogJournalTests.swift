@@ -161,6 +161,39 @@ final class LogJournalTests: XCTestCase {
         try commitThenDie(h1, after: 0xE6, others: [h2], files, path, state: &state)
     }
 
+    /// A writer whose kept size and last chunk may be stale (a database transaction's start) keeps them only while the
+    /// log ends in its own last mark (`prepareChangeAfterOtherWriters`). Here h2 rewrites the end of h1's last frame
+    /// after h1's mark, leaving the size as it was (a WAL's frames rewritten after a transaction rolled back), and the
+    /// record of this process is set back to h1's mark, as if h2 were another process: h1 must find h2's records after
+    /// its mark and take the last chunk from the file. A writer that trusted its own mark without reading on would
+    /// re-seal its old last chunk over h2's bytes.
+    func testAWriterKeepsWhatItKnowsOfTheFileOnlyWhileTheLogEndsInItsOwnMark() throws {
+        let (files, path, synced, h1) = try loggedFile()
+        var state = synced
+        try append(h1, 0x91, 4120, to: &state)
+        try h1.markCommit()
+        h1.forgetKeptLastChunk()
+        try h1.prepareChangeAfterOtherWriters()  // the log ends in h1's mark: the kept chunk is taken back
+        try append(h1, 0x92, 4120, to: &state)
+        try h1.markCommit()
+        let mine = try XCTUnwrap(LogPositions.position(of: path))
+        XCTAssertTrue(try files.read(path) == state, "h1's second frame, written from the chunk it kept")
+
+        let h2 = try files.open(path, forWriting: true)
+        h2.logCommits()
+        try h2.prepareChangeAfterOtherWriters()
+        try h2.write([UInt8](repeating: 0x93, count: 100), at: Int64(state.count - 100))  // the same size: only the log tells
+        for i in (state.count - 100)..<state.count { state[i] = 0x93 }
+        try h2.markCommit()
+        LogPositions.marked(path, mine)  // h2's commit, as if made by another process
+        h1.forgetKeptLastChunk()
+        try h1.prepareChangeAfterOtherWriters()
+        try append(h1, 0x94, 4120, to: &state)
+        try h1.markCommit()
+        XCTAssertTrue(try files.read(path) == state, "h1 re-sealed the chunk h2 rewrote from its own old copy")
+        try commitThenDie(h2, after: 0x95, others: [h1], files, path, state: &state)
+    }
+
     /// A writer killed in the middle of a change leaves a log that ends in no mark: the next writer refuses to continue
     /// it (its change would be rolled back with the dead one's), and the next writable open rolls the change back.
     func testALogThatEndsInNoMarkIsNotContinued() throws {
