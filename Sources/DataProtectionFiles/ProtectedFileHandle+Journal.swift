@@ -106,8 +106,7 @@ extension ProtectedFileHandle {
     func continueLog(_ st: inout State, sizeMayBeStale: Bool) throws(ProtectionError) {
         guard let committed = st.committedSize else { return }
         if sizeMayBeStale, LogPositions.position(of: st.journal!.dataPath)?.owner != st.journal!.owner {
-            try refreshSize(&st)
-            st.committedSize = st.size
+            try reload(&st)
             return
         }
         let fd = st.fd
@@ -116,7 +115,7 @@ extension ProtectedFileHandle {
             () throws(ProtectionError) in try diskHeader(of: fd)
         }
         if sizeMayBeStale && !own {
-            st.size = layout.plaintextSize(forFileSize: fileSize)!  // checked by `fileSizeNow`
+            st.size = try plaintextSize(ofFileSize: fileSize)
             st.forgetTail()
             st.committedSize = st.size
         }
@@ -186,17 +185,31 @@ extension ProtectedFileHandle {
 
     /// Takes the plaintext size from the file again (after recovery changed it under a reader).
     func refreshSize(_ st: inout State) throws(ProtectionError) {
-        st.size = layout.plaintextSize(forFileSize: try fileSizeNow(of: st.fd))!  // checked by `fileSizeNow`
+        st.size = try plaintextSize(ofFileSize: try fileSizeNow(of: st.fd))
         st.forgetTail()
+    }
+
+    /// `refreshSize` after another handle may have written the file: a change this handle starts now rolls back to the
+    /// file as it is, not as this handle last committed it (a database's writer commits before it gives up its write
+    /// lock); otherwise a crash in that change would cut away the other handle's committed writes.
+    func reload(_ st: inout State) throws(ProtectionError) {
+        try refreshSize(&st)
+        if st.committedSize != nil, st.journal?.hot != true, st.failed == nil { st.committedSize = st.size }
     }
 
     /// The file's size on disk now, through descriptor `fd`; one that fits no valid file fails authentication.
     func fileSizeNow(of fd: Int32) throws(ProtectionError) -> Int64 {
         let fileSize: Int64
         do throws(SystemError) { fileSize = try io.size(fd) } catch { throw ioError(error, "read") }
-        guard layout.plaintextSize(forFileSize: fileSize) != nil else {
+        _ = try plaintextSize(ofFileSize: fileSize)
+        return fileSize
+    }
+
+    /// The plaintext size of a file of `fileSize` bytes on disk; one that fits no valid file fails authentication.
+    func plaintextSize(ofFileSize fileSize: Int64) throws(ProtectionError) -> Int64 {
+        guard let size = layout.plaintextSize(forFileSize: fileSize) else {
             throw ProtectionError(.authenticationFailed, "unable to read '\(path)': its size (\(fileSize) bytes) fits no valid file; restore it from a backup", path: path)
         }
-        return fileSize
+        return size
     }
 }

@@ -18,11 +18,7 @@ extension ProtectedFileHandle {
     package func reloadAfterOtherWriters() throws(ProtectionError) {
         try state.withLock { (st) throws(ProtectionError) in
             _ = try live(&st, "read")
-            try refreshSize(&st)
-            // Another handle committed what it wrote (a database's writer commits before it gives up its write lock),
-            // so a change this handle starts now rolls back to the file as it is, not as this handle last committed it:
-            // otherwise a crash in that change would cut away the other handle's committed writes.
-            if st.committedSize != nil, st.journal?.hot != true, st.failed == nil { st.committedSize = st.size }
+            try reload(&st)
         }
     }
 
@@ -42,8 +38,7 @@ extension ProtectedFileHandle {
             if st.logsCommits, st.journal?.hot == false, st.committedSize != nil, st.failed == nil {
                 try continueLog(&st, sizeMayBeStale: true)
             } else {
-                try refreshSize(&st)
-                if st.committedSize != nil, st.journal?.hot != true, st.failed == nil { st.committedSize = st.size }
+                try reload(&st)
             }
         }
     }

@@ -49,11 +49,11 @@ extension WriteJournal {
             if let left { size = left.written } else {
                 do throws(SystemError) { size = try io.size(fd) } catch { throw ioError(error) }
             }
-            let found = try lastMark(
+            let ended = try lastMark(
                 io, chain: chain, from: left?.end ?? Int64(header.size), size: left == nil ? size : JournalRecords.toTheEnd, before: left?.mark)
-            let own = found != nil && left?.owner == owner && found!.1 == left!.end && found!.0.fileSize == fileSize
+            let own = if let (last, at) = ended, let left { left.owner == owner && at == left.end && last.fileSize == fileSize } else { false }
             let dataSize = own ? fileSize : try fresh?() ?? fileSize
-            guard let (last, at) = found, last.fileSize == dataSize else {
+            guard let (last, at) = ended, last.fileSize == dataSize else {
                 throw busy("another writer of it stopped in the middle of a change; close this handle and open the file again to roll that change back")
             }
             self.chain = chain
