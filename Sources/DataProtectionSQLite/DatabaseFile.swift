@@ -91,8 +91,8 @@ final class ProtectedDatabaseFile: DatabaseFile {
         held = HeldBytes(protection: handle.protectionClass)
     }
 
-    /// `SQLITE_FCNTL_SIZE_HINT` and `SQLITE_FCNTL_CHUNK_SIZE`: a main database in rollback-journal mode grows in steps
-    /// (`DatabaseGrowth.swift`); the other operations as `DatabaseFile`.
+    /// `SQLITE_FCNTL_SIZE_HINT` and `SQLITE_FCNTL_CHUNK_SIZE`: a main database grows in steps in rollback-journal mode,
+    /// to a checkpoint's hint in WAL mode (`DatabaseGrowth.swift`); the other operations as `DatabaseFile`.
     override func fileControl(_ op: Int32, _ arg: UnsafeMutableRawPointer?) -> Int32 {
         switch op {
         case SQLITE_FCNTL_SIZE_HINT: arg.map { grow(toHold: $0.assumingMemoryBound(to: Int64.self).pointee) } ?? SQLITE_OK

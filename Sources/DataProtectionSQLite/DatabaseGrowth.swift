@@ -15,8 +15,13 @@ import DataProtection
 /// file, cuts the unused end first (`cutUnusedEnd`). A file longer than its header's page count is one SQLite reads as
 /// it reads the unix VFS's chunked files.
 ///
-/// In WAL mode SQLite writes the database only in checkpoints, which hint the size and then cut the file to it when
-/// every frame is copied: spare room there would only add work, so a connection with a WAL leaves the hint alone.
+/// In WAL mode SQLite writes the database only in checkpoints. A checkpoint that may grow the file hints the database's
+/// size as of the last commit (`mxPage` pages, `walCheckpoint`), copies the frames in page order, and cuts the file to
+/// that size once every frame is copied; spare room would only be cut away again. The file grows to exactly the hint
+/// instead: without it each page the checkpoint adds was a write past the end (the seal lock, and a re-seal of the last
+/// chunk); with it they are whole interior pages, written without the seal lock (`writesOnlyUnreadPages`). The pages
+/// past what this checkpoint copies stay sealed zeros until a later one copies them: no reader reads them from the
+/// file, as each reader whose snapshot counts them finds them in the WAL, past the frames checkpointed.
 extension ProtectedDatabaseFile {
     /// The least and the most spare room the default rule leaves: 64 KiB (16 pages), 4 MiB (1,024 pages).
     static let spareRoom: ClosedRange<Int64> = 64 << 10...4 << 20
@@ -38,18 +43,24 @@ extension ProtectedDatabaseFile {
         return (bytes + spare + page - 1) / page * page
     }
 
-    /// `SQLITE_FCNTL_SIZE_HINT`: SQLite is about to write a transaction that leaves the file `bytes` long. A main
-    /// database in rollback-journal mode that is shorter grows to `grownSize(toHold:from:step:)` now, with sealed zeros,
-    /// under the seal lock; anything else ignores the hint (SQLite treats it as advice).
+    /// `SQLITE_FCNTL_SIZE_HINT`: SQLite is about to write a transaction, or a checkpoint, that leaves the file `bytes`
+    /// long. A main database that is shorter grows now, with sealed zeros, under the seal lock: in rollback-journal mode
+    /// to `grownSize(toHold:from:step:)`, in WAL mode to `bytes` exactly. Any other file ignores the hint (SQLite
+    /// treats it as advice).
     func grow(toHold bytes: Int64) -> Int32 {
-        guard isMainDatabase, walIndex == nil, wal == nil else { return SQLITE_OK }
-        // A file that holds `bytes` already (its spare room) needs no lock: SQLite hints while it holds RESERVED, which
-        // keeps every other writer of the file out, so the handle's size is the file's.
-        if let size = try? handle.size, bytes <= size { return SQLITE_OK }
+        guard isMainDatabase else { return SQLITE_OK }
+        let inWAL = walIndex != nil || wal != nil
+        // In WAL mode only a checkpoint's hint, holding the checkpoint lock, which keeps every other writer of the file
+        // out (a hint from elsewhere could grow the file under a checkpoint of another connection that knows it shorter).
+        if inWAL, walIndex?.holdsExclusive(1) != true { return SQLITE_OK }  // WAL_CKPT_LOCK
+        // A file that holds `bytes` already (its spare room) needs no lock: SQLite hints while it holds RESERVED, or the
+        // checkpoint lock. A checkpoint has just taken the size from the file (`xFileSize`); `sealedForWriting` takes
+        // it again if it may be stale.
+        if !sizeMayBeStale, let size = try? handle.size, bytes <= size { return SQLITE_OK }
         do throws(ProtectionError) {
-            try sealed(.exclusive) { () throws(ProtectionError) in
+            try sealedForWriting { () throws(ProtectionError) in
                 let size = try handle.size
-                if bytes > size { try handle.truncate(to: Self.grownSize(toHold: bytes, from: size, step: growthStep)) }
+                if bytes > size { try handle.truncate(to: inWAL ? bytes : Self.grownSize(toHold: bytes, from: size, step: growthStep)) }
             }
         } catch {
             return VFSFailure.record(error, io: DP_IOERR_TRUNCATE)

@@ -9,7 +9,8 @@ import XCTest
 
 /// A main database in rollback-journal mode grows in steps (DatabaseGrowth.swift, FORMAT.md §6.7.5): commits inside a
 /// step leave the chunk journal alone, a rolled-back transaction gives its growth back, and `unprotect` cuts the unused
-/// end off before it decrypts the file. Real SQLite, real protected files, in-memory class keys.
+/// end off before it decrypts the file. In WAL mode a checkpoint grows it to the size it hints. Real SQLite, real
+/// protected files, in-memory class keys.
 final class DatabaseGrowthTests: XCTestCase {
     /// Counts the fsyncs of each file by its path (the real system calls do the work).
     private final class CountingIO: ForwardingIO, @unchecked Sendable {
@@ -84,6 +85,44 @@ final class DatabaseGrowthTests: XCTestCase {
         XCTAssertEqual(ProtectedDatabaseFile.grownSize(toHold: 8192, from: 4096), 8192 + (64 << 10), "at least 64 KiB")
         XCTAssertEqual(ProtectedDatabaseFile.grownSize(toHold: 8192, from: 4096, step: 0), 8192, "no steps")
         XCTAssertEqual(ProtectedDatabaseFile.grownSize(toHold: 8192, from: 4096, step: 1 << 20), 1 << 20, "the application's step")
+    }
+
+    /// In WAL mode a checkpoint that may grow the database hints the database's size as of the last commit, and the file
+    /// grows to exactly that before the first page is copied (so the pages it adds are interior overwrites, written
+    /// without the seal lock). A checkpoint that a reader's snapshot holds back to the first of two transactions copies
+    /// that one's pages only and leaves the file as long as the second one needs: without the growth it would end at the
+    /// last page copied. The pages past it stay sealed zeros that no reader reads (each finds them in the WAL): every row
+    /// reads back and `integrity_check` is ok before and after a full checkpoint, which leaves the file exactly as long as
+    /// the database.
+    func testACheckpointGrowsTheFileToTheSizeItHints() throws {
+        let dir = try temporaryDirectory(self)
+        let files = files()
+        let path = dir + "/wal.db"
+        let insert50 = "BEGIN; " + String(repeating: "INSERT INTO t VALUES (randomblob(3000));", count: 50) + " COMMIT"
+        let writer = try ProtectedDatabase.open(path: path, protection: .none, files: files)
+        defer { writer.close() }
+        try writer.execute("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(x); PRAGMA wal_checkpoint(TRUNCATE)")
+        try writer.execute(insert50)
+        let firstPages = try Self.integer(writer, "PRAGMA page_count")
+        let reader = try ProtectedDatabase.open(path: path, protection: .none, files: files)
+        defer { reader.close() }
+        try reader.execute("BEGIN")
+        XCTAssertEqual(try Self.integer(reader, "SELECT count(*) FROM t"), 50, "the reader's snapshot: the first transaction")
+        try writer.execute(insert50)
+        let pages = try Self.integer(writer, "PRAGMA page_count")
+        XCTAssertGreaterThan(pages, firstPages + 40)
+        try writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        XCTAssertEqual(try files.info(path).plaintextSize, pages * 4096, "grown to the hint, not to the last page copied")
+        XCTAssertEqual(try Self.integer(reader, "SELECT count(*) FROM t"), 50)
+        try reader.execute("COMMIT")
+        let late = try ProtectedDatabase.open(path: path, protection: .none, files: files)
+        XCTAssertEqual(try Self.integer(late, "SELECT count(*) FROM t WHERE length(x) = 3000"), 100)
+        XCTAssertEqual(try late.rows("PRAGMA integrity_check"), [[.text("ok")]])
+        late.close()
+        try writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        XCTAssertEqual(try files.info(path).plaintextSize, pages * 4096)
+        XCTAssertEqual(try Self.integer(writer, "SELECT count(*) FROM t"), 100)
+        XCTAssertEqual(try writer.rows("PRAGMA integrity_check"), [[.text("ok")]])
     }
 
     /// `SQLITE_FCNTL_CHUNK_SIZE` sets the step, as with SQLite's unix VFS; 0 turns the steps off.
