@@ -52,7 +52,7 @@ extension ProtectedDatabaseFile {
         let inWAL = walIndex != nil || wal != nil
         // In WAL mode only a checkpoint's hint, holding the checkpoint lock, which keeps every other writer of the file
         // out (a hint from elsewhere could grow the file under a checkpoint of another connection that knows it shorter).
-        if inWAL, walIndex?.holdsExclusive(1) != true { return SQLITE_OK }  // WAL_CKPT_LOCK
+        if inWAL, walIndex?.holdsCheckpointLock != true { return SQLITE_OK }
         // A file that holds `bytes` already (its spare room) needs no lock: SQLite hints while it holds RESERVED, or the
         // checkpoint lock. A checkpoint has just taken the size from the file (`xFileSize`); `sealedForWriting` takes
         // it again if it may be stale.

@@ -119,7 +119,7 @@ extension ProtectedDatabaseFile {
         guard offset % page == 0, Int64(count) % page == 0, let size = try? handle.size, size > 0 else { return false }
         let lastChunk = (size - 1) / page * page
         guard offset + Int64(count) <= lastChunk else { return false }
-        if let walIndex { return walIndex.holdsExclusive(1) }  // WAL_CKPT_LOCK
+        if let walIndex { return walIndex.holdsCheckpointLock }
         return level == SQLITE_LOCK_EXCLUSIVE && wal == nil
     }
 

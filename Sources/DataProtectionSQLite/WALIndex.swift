@@ -36,8 +36,12 @@ final class WALIndex {
     /// The locks this connection holds, one bit per lock.
     private var sharedMask: UInt8 = 0, exclusiveMask: UInt8 = 0
 
-    /// Whether this connection holds lock `i` exclusive (1: the checkpoint lock).
+    /// Whether this connection holds lock `i` exclusive.
     func holdsExclusive(_ i: Int) -> Bool { exclusiveMask & (UInt8(1) << i) != 0 }
+
+    /// Whether this connection holds SQLite's checkpoint lock (`WAL_CKPT_LOCK`, lock 1): it is checkpointing, and no
+    /// other connection writes the database meanwhile.
+    var holdsCheckpointLock: Bool { holdsExclusive(1) }
 
     /// Maps the index of the database at `databasePath` (opening it, for the first connection of this process).
     init(databasePath: String) throws(ProtectionError) {
