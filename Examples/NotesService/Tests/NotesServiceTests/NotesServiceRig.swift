@@ -83,8 +83,8 @@ class NotesServiceTestCase: XCTestCase {
     // MARK: HTTP
 
     /// A real HTTP request on loopback, made by curl (`curlRequest`).
-    func http(_ method: String, _ url: String, _ body: [UInt8]? = nil, curlOptions: [String] = []) throws -> Reply {
-        try curlRequest(method, url, body, curlOptions: curlOptions, scratch: dir, environment: environment)
+    func http(_ method: String, _ url: String, _ body: [UInt8]? = nil) throws -> Reply {
+        try curlRequest(method, url, body, scratch: dir, environment: environment)
     }
 
     // MARK: The service
@@ -263,13 +263,11 @@ func runToEnd(_ executable: String, _ arguments: [String], _ environment: [Strin
 }
 
 /// A real HTTP request on loopback, made by curl; the body goes through a file under `scratch`.
-/// - Parameters:
-///   - curlOptions: more of curl's options (`--limit-rate 64k` keeps an upload in flight).
-func curlRequest(_ method: String, _ url: String, _ body: [UInt8]?, curlOptions: [String], scratch: String,
+func curlRequest(_ method: String, _ url: String, _ body: [UInt8]?, scratch: String,
                  environment: [String: String]) throws -> Reply {
     let tag = UUID().uuidString
     let out = "\(scratch)/curl-\(tag).out"
-    var args = ["-s", "-S", "-o", out, "-w", "%{http_code}", "-X", method, "-H", "Expect:"] + curlOptions
+    var args = ["-s", "-S", "-o", out, "-w", "%{http_code}", "-X", method, "-H", "Expect:"]
     if let body {
         let input = "\(scratch)/curl-\(tag).in"
         try Data(body).write(to: URL(fileURLWithPath: input))
@@ -286,4 +284,40 @@ func assertSameBytes(_ got: [UInt8], _ want: [UInt8], _ message: String = "", fi
     let first = zip(got, want).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(got.count, want.count)
     let head = String(decoding: got.prefix(120), as: UTF8.self)
     XCTFail("\(message): got \(got.count) bytes, want \(want.count); first difference at \(first); got begins \(head.debugDescription)", file: file, line: line)
+}
+
+/// A PUT whose body the test feeds to curl through a pipe: with its `Content-Length` declared and only part of the body
+/// sent, the request is certainly in flight, however slow the machine, until the test sends the rest.
+final class StreamedPut: @unchecked Sendable {  // `send` and `finish` are called from one thread at a time
+    private let curl = Process()
+    private let input = Pipe(), output = Pipe()
+    private let out: String
+
+    init(_ url: String, length: Int, scratch: String, environment: [String: String]) throws {
+        out = "\(scratch)/curl-\(UUID().uuidString).out"
+        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        // `-T -` streams standard input; the emptied Transfer-Encoding header keeps curl from chunking it, so the
+        // server sees a plain body of the declared length.
+        curl.arguments = ["-s", "-S", "-o", out, "-w", "%{http_code}", "-X", "PUT", "-T", "-", "-H", "Expect:",
+                          "-H", "Transfer-Encoding:", "-H", "Content-Length: \(length)",
+                          "-H", "Content-Type: application/octet-stream", url]
+        curl.environment = environment
+        curl.standardInput = input
+        curl.standardOutput = output
+        curl.standardError = FileHandle.nullDevice
+        try curl.run()
+    }
+
+    /// Writes `bytes` of the body (blocks until curl has taken them from the pipe).
+    func send(_ bytes: ArraySlice<UInt8>) throws { try input.fileHandleForWriting.write(contentsOf: Data(bytes)) }
+
+    /// Ends the body, waits for curl, and returns what the server answered.
+    func finish() -> Reply {
+        try? input.fileHandleForWriting.close()
+        let status = output.fileHandleForReading.readDataToEndOfFile()
+        curl.waitUntilExit()
+        let body = (try? Data(contentsOf: URL(fileURLWithPath: out))).map { Array($0) } ?? []
+        let code = curl.terminationStatus == 0 ? Int(String(decoding: status, as: UTF8.self)) ?? 0 : 0
+        return Reply(status: code, body: body)
+    }
 }

@@ -115,30 +115,45 @@ final class NotesServiceTests: NotesServiceTestCase {
     func testSIGTERMDuringUploadsLosesNothingAndTearsNothing() throws {
         let service = try startService()
         let port = service.url.split(separator: ":").last.map(String.init) ?? ""
-        // Uploads of 256 KiB and notes of 192 KiB at 64 KiB/s: each is in flight for three to four seconds, long
-        // enough for all eight to connect on a loaded machine.
+        // Six uploads of 256 KiB and two notes of 192 KiB, each with half its body sent before SIGTERM and the rest
+        // after: every one is in flight when the signal arrives, however slow the machine.
         let uploads = (0..<6).map { ("up\($0)", payload("upload \($0)", 256 << 10)) }
         let notes = (0..<2).map { ("note\($0)", payload("note \($0)", 192 << 10)) }
         let replies = Locked<[String: Reply]>([:])
-        // One thread per request (the global queue runs only as many blocking items at once as there are cores).
+        let halfSent = DispatchGroup(), finished = DispatchGroup()
+        let rest = DispatchSemaphore(value: 0)
+        // One thread per request: each blocks on its pipe (the global queue runs only as many blocking items at once
+        // as there are cores).
         var threads: [Thread] = []
-        let finished = DispatchGroup()
         for (name, bytes) in uploads + notes {
             let url = "\(service.url)/users/alice/\(name.hasPrefix("up") ? "uploads" : "notes")/\(name)"
             let scratch = dir, env = environment
+            halfSent.enter()
             finished.enter()
             threads.append(Thread {
-                let r = (try? curlRequest("PUT", url, bytes, curlOptions: ["--limit-rate", "64k"], scratch: scratch, environment: env))
-                    ?? Reply(status: -1, body: [])
-                replies.withValue { $0[name] = r }
+                var reply = Reply(status: -1, body: [])
+                if let put = try? StreamedPut(url, length: bytes.count, scratch: scratch, environment: env) {
+                    let half = bytes.count / 2
+                    let sent = (try? put.send(bytes[..<half])) != nil
+                    halfSent.leave()
+                    rest.wait()
+                    if sent { try? put.send(bytes[half...]) }
+                    reply = put.finish()
+                } else {
+                    halfSent.leave()
+                    rest.wait()
+                }
+                replies.withValue { $0[name] = reply }
                 finished.leave()
             })
         }
         threads.forEach { $0.start() }
-        // SIGTERM once every request's connection is established (seen by the kernel, not guessed by a sleep).
         let all = uploads.count + notes.count
+        XCTAssertEqual(halfSent.wait(timeout: .now() + 60), .success, "curl did not take the first half of every body")
+        // SIGTERM once every request's connection is established (seen by the kernel, not guessed by a sleep).
         XCTAssertTrue(eventually(seconds: 30) { established(port: port) >= all }, "the requests did not connect")
         kill(service.process.processIdentifier, SIGTERM)
+        for _ in 0..<all { rest.signal() }
         XCTAssertEqual(finished.wait(timeout: .now() + 60), .success, "a request did not finish")
         XCTAssertEqual(service.waitForExit(), 0)
         let said = service.lines
