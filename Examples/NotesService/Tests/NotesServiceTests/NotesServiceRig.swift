@@ -267,15 +267,27 @@ func curlRequest(_ method: String, _ url: String, _ body: [UInt8]?, scratch: Str
                  environment: [String: String]) throws -> Reply {
     let tag = UUID().uuidString
     let out = "\(scratch)/curl-\(tag).out"
-    var args = ["-s", "-S", "-o", out, "-w", "%{http_code}", "-X", method, "-H", "Expect:"]
+    var args = curlArguments(method, answerTo: out)
     if let body {
         let input = "\(scratch)/curl-\(tag).in"
         try Data(body).write(to: URL(fileURLWithPath: input))
         args += ["--data-binary", "@" + input, "-H", "Content-Type: application/octet-stream"]
     }
     let r = try runToEnd("/usr/bin/curl", args + [url], environment)
-    let got = (try? Data(contentsOf: URL(fileURLWithPath: out))).map { Array($0) } ?? []
-    return Reply(status: r.status == 0 ? Int(r.text) ?? 0 : 0, body: got)
+    return curlReply(exitStatus: r.status, written: r.text, answerIn: out)
+}
+
+/// curl's options for a `method` request that writes the answer's body to `out` and its status code to standard
+/// output (no `Expect: 100-continue` pause before a body).
+func curlArguments(_ method: String, answerTo out: String) -> [String] {
+    ["-s", "-S", "-o", out, "-w", "%{http_code}", "-X", method, "-H", "Expect:"]
+}
+
+/// What the server answered a curl run of `curlArguments`: the status code curl wrote (0 when curl failed) and the
+/// body in `out`.
+func curlReply(exitStatus: Int32, written: String, answerIn out: String) -> Reply {
+    let body = (try? Data(contentsOf: URL(fileURLWithPath: out))).map { Array($0) } ?? []
+    return Reply(status: exitStatus == 0 ? Int(written) ?? 0 : 0, body: body)
 }
 
 /// Fails unless `got` is `want`, saying the sizes and the first differing offset (not the bytes: they are large).
@@ -298,9 +310,10 @@ final class StreamedPut: @unchecked Sendable {  // `send` and `finish` are calle
         curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         // `-T -` streams standard input; the emptied Transfer-Encoding header keeps curl from chunking it, so the
         // server sees a plain body of the declared length.
-        curl.arguments = ["-s", "-S", "-o", out, "-w", "%{http_code}", "-X", "PUT", "-T", "-", "-H", "Expect:",
-                          "-H", "Transfer-Encoding:", "-H", "Content-Length: \(length)",
-                          "-H", "Content-Type: application/octet-stream", url]
+        curl.arguments = curlArguments("PUT", answerTo: out) + [
+            "-T", "-", "-H", "Transfer-Encoding:", "-H", "Content-Length: \(length)",
+            "-H", "Content-Type: application/octet-stream", url,
+        ]
         curl.environment = environment
         curl.standardInput = input
         curl.standardOutput = output
@@ -316,8 +329,6 @@ final class StreamedPut: @unchecked Sendable {  // `send` and `finish` are calle
         try? input.fileHandleForWriting.close()
         let status = output.fileHandleForReading.readDataToEndOfFile()
         curl.waitUntilExit()
-        let body = (try? Data(contentsOf: URL(fileURLWithPath: out))).map { Array($0) } ?? []
-        let code = curl.terminationStatus == 0 ? Int(String(decoding: status, as: UTF8.self)) ?? 0 : 0
-        return Reply(status: code, body: body)
+        return curlReply(exitStatus: curl.terminationStatus, written: String(decoding: status, as: UTF8.self), answerIn: out)
     }
 }
