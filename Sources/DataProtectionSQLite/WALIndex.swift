@@ -22,11 +22,19 @@ import Glibc
 /// This is one connection's view of it. The connections of one process to one database share one open file, its
 /// mappings and its locks (`WALIndex.Shared`), as in SQLite's unix VFS: a lock that another connection of this process
 /// holds shared is taken without a system call, and the process holds a lock at the file only while one of its
-/// connections does. The file's OFD locks keep other processes' connections out, the counts this process's.
+/// connections does (a read lock a moment longer, below). The file's OFD locks keep other processes' connections out,
+/// the counts this process's.
 ///
 /// Why shared: every read transaction takes and drops a read lock. With one descriptor per connection, each of those
 /// was an `fcntl` on a lock list that every connection's descriptor made longer; with four connections reading and
 /// writing, they were about 30 % of the VFS's system calls (`strace -f -c`, BENCHMARKS.md "issue 21, step 7").
+///
+/// A read lock that the last connection of this process lets go stays held shared at the file for a moment
+/// (`lingerPeriod`, `LingeringReadLocks`): the next read transaction of any connection here takes it back with no system
+/// call. Another process sees a reader that stayed that much longer, which SQLite allows for: a checkpoint there copies
+/// up to that reader's mark and waits in its busy handler to restart the WAL, and a reader there picks another slot.
+/// Why: two `fcntl`s per read transaction were a quarter of a point select, and the file's lock list, which every
+/// connection of the process shares, slowed the writer beside them (BENCHMARKS.md, "Read locks kept for a moment").
 final class WALIndex {
     static let lockBase: Int64 = 120
     static let deadManSwitch: Int64 = 128
@@ -53,12 +61,21 @@ final class WALIndex {
         try shared.region(i, size: size, extend: extend)
     }
 
+    /// SQLite's read locks, `WAL_READ_LOCK(0...4)`: the only locks that linger at the file after their last holder.
+    static let readLocks: UInt8 = 0b1111_1000
+
+    /// How long a read lock lingers at the file after the last connection of this process let it go: between one and
+    /// two periods (`LingeringReadLocks`). Short beside what SQLite's busy handler waits first (1 ms, then 2 and 5), long
+    /// beside the gap between two read transactions of a busy process (microseconds).
+    static let lingerPeriod: Duration = .milliseconds(2)
+
     /// SQLite's `xShmLock` for locks `offset ..< offset + count`; `kind` nil unlocks.
     ///
     /// A shared lock that another connection of this process holds shared is counted; one that a connection of this
-    /// process holds exclusive is busy; otherwise the process takes it at the file. An exclusive lock is busy while any
-    /// other connection of this process holds one of its locks, and is then taken at the file. The file's lock goes when
-    /// the last connection of this process that holds it lets it go.
+    /// process holds exclusive is busy; otherwise the process takes it at the file, or takes back a read lock that
+    /// lingers there. An exclusive lock is busy while any other connection of this process holds one of its locks, and
+    /// is then taken at the file (over a lingering read lock: OFD locks of one description convert). The file's lock goes
+    /// when the last connection of this process that holds it lets it go, a read lock held shared a moment later.
     func lock(_ kind: OFDLock.Kind?, offset: Int, count: Int) -> OFDLock.Result {
         let range = offset..<(offset + count)
         let mask = range.reduce(UInt8(0)) { $0 | UInt8(1) << $1 }
@@ -66,8 +83,19 @@ final class WALIndex {
             switch kind {
             case nil:
                 for i in range where (sharedMask | exclusiveMask) & (UInt8(1) << i) != 0 {
+                    let bit = UInt8(1) << i
                     st.holders[i] = st.holders[i] < 0 ? 0 : st.holders[i] - 1
-                    if st.holders[i] == 0 { _ = shared.file.lock(nil, start: Self.lockBase + Int64(i), length: 1) }
+                    guard st.holders[i] == 0 else { continue }
+                    if sharedMask & bit != 0, Self.readLocks & bit != 0 {
+                        st.lingering |= bit
+                        st.used |= bit
+                        if !st.swept {
+                            st.swept = true
+                            LingeringReadLocks.process.sweepLater(shared)
+                        }
+                    } else {
+                        _ = shared.file.lock(nil, start: Self.lockBase + Int64(i), length: 1)
+                    }
                 }
                 sharedMask &= ~mask
                 exclusiveMask &= ~mask
@@ -75,20 +103,25 @@ final class WALIndex {
             case .shared?:
                 if sharedMask & mask == mask { return .done }
                 if range.contains(where: { st.holders[$0] < 0 }) { return .wouldBlock }
-                for i in range where st.holders[i] == 0 {
+                for i in range where st.holders[i] == 0 && st.lingering & (UInt8(1) << i) == 0 {
                     let r = shared.file.lock(.shared, start: Self.lockBase + Int64(i), length: 1)
                     guard r == .done else {
-                        for j in offset..<i where st.holders[j] == 0 { _ = shared.file.lock(nil, start: Self.lockBase + Int64(j), length: 1) }
+                        for j in offset..<i where st.holders[j] == 0 && st.lingering & (UInt8(1) << j) == 0 {
+                            _ = shared.file.lock(nil, start: Self.lockBase + Int64(j), length: 1)
+                        }
                         return r
                     }
                 }
+                st.used |= st.lingering & mask
+                st.lingering &= ~mask
                 for i in range { st.holders[i] += 1 }
                 sharedMask |= mask
                 return .done
             case .exclusive?:
                 if range.contains(where: { st.holders[$0] != 0 }) { return .wouldBlock }
                 let r = shared.file.lock(.exclusive, start: Self.lockBase + Int64(offset), length: Int64(count))
-                guard r == .done else { return r }
+                guard r == .done else { return r }  // a lingering read lock stays as it was (shared)
+                st.lingering &= ~mask
                 for i in range { st.holders[i] = -1 }
                 exclusiveMask |= mask
                 return .done
@@ -109,6 +142,12 @@ final class WALIndex {
         struct State {
             /// Per lock: how many connections of this process hold it shared, or -1 when one holds it exclusive.
             var holders = [Int](repeating: 0, count: WALIndex.lockCount)
+            /// The read locks held shared at the file that no connection of this process holds (one bit per lock).
+            var lingering: UInt8 = 0
+            /// The read locks let go or taken back since the last sweep: they linger on through the next one.
+            var used: UInt8 = 0
+            /// Whether `LingeringReadLocks` sweeps this index.
+            var swept = false
             var regions: [UnsafeMutableRawPointer?] = []
             var connections = 0
         }
@@ -176,11 +215,27 @@ final class WALIndex {
             }
         }
 
-        /// One connection fewer; the last closes the file (unmapping every region), after `remove`.
+        /// Lets go, at the file, of the read locks that lingered through a whole period unused; returns whether any
+        /// lingers still (the sweeper then sweeps this index again). Called by `LingeringReadLocks` only.
+        func sweep() -> Bool {
+            state.withLock { (st) -> Bool in
+                for i in 0..<WALIndex.lockCount where (st.lingering & ~st.used) & (UInt8(1) << i) != 0 {
+                    _ = file.lock(nil, start: WALIndex.lockBase + Int64(i), length: 1)
+                }
+                st.lingering &= st.used
+                st.used = 0
+                st.swept = st.lingering != 0
+                return st.swept
+            }
+        }
+
+        /// One connection fewer; the last closes the file (unmapping every region, its locks going with it), after
+        /// `remove`.
         fileprivate func detach(remove: (() -> Void)?) {
             Self.table.withLock { open in
                 let left = state.withLock { (st) -> Int in
                     st.connections -= 1
+                    if st.connections == 0 { st.lingering = 0 }  // the close lets them go; a sweep then finds none
                     return st.connections
                 }
                 guard left == 0 else { return }

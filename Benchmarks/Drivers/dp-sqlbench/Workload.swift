@@ -20,6 +20,10 @@ struct Opener: Sendable {
 struct WorkloadSize {
     var rows = 100_000, batch = 1_000, points = 100_000, scans = 5_000, scanLength = 100, mixedOps = 5_000, threads = 4
     var mode = "wal"
+    /// Diagnostics of the mixed phases (BENCHMARKS.md, "Read locks kept for a moment"): the `mixed-pool` phase's
+    /// readers (default `threads`), whether they read a copy of the database (`VACUUM INTO`) instead of the writer's,
+    /// and whether each thread prints its wall-clock and CPU time to standard error.
+    var poolReaders: Int? = nil, readersOnCopy = false, roleTimes = false
 
     init(_ args: [String]) {
         func option(_ name: String) -> String? {
@@ -33,6 +37,9 @@ struct WorkloadSize {
         mixedOps = option("--mixed-ops").flatMap(Int.init) ?? mixedOps
         threads = option("--threads").flatMap(Int.init) ?? threads
         mode = option("--mode") ?? mode
+        poolReaders = option("--pool-readers").flatMap(Int.init)
+        readersOnCopy = args.contains("--readers-on-copy")
+        roleTimes = args.contains("--role-times")
     }
 }
 
@@ -178,10 +185,12 @@ func runWorkload(contender: String, path: String, opener: Opener, size: Workload
     // Mixed 90/10 over `threads` threads, each its own connection doing both, then the same mix with the writes on
     // one writer connection of their own beside `threads` readers (the shape of GRDB's DatabasePool).
     let everyOneMixed = (0..<size.threads).map { MixedRole(reads: size.mixedOps - size.mixedOps / 10, writes: size.mixedOps / 10, seed: UInt64(1000 + $0)) }
-    report("mixed", try mixedPhase(path, opener, setup, rows: size.rows, everyOneMixed))
+    report("mixed", try mixedPhase(path, opener, setup, rows: size.rows, everyOneMixed, size))
     let writes = size.threads * size.mixedOps / 10
-    let readers = (0..<size.threads).map { MixedRole(reads: size.mixedOps - size.mixedOps / 10, writes: 0, seed: UInt64(2000 + $0)) }
-    report("mixed-pool", try mixedPhase(path, opener, setup, rows: size.rows, readers + [MixedRole(reads: 0, writes: writes, seed: 3000)]))
+    let readers = (0..<(size.poolReaders ?? size.threads)).map { MixedRole(reads: size.mixedOps - size.mixedOps / 10, writes: 0, seed: UInt64(2000 + $0)) }
+    if size.readersOnCopy { try db.exec("VACUUM INTO '\(path).copy'") }
+    report("mixed-pool", try mixedPhase(path, opener, setup, rows: size.rows, readers + [MixedRole(reads: 0, writes: writes, seed: 3000)], size))
+    if size.readersOnCopy { for suffix in ["", "-wal", "-shm"] { unlink(path + ".copy" + suffix) } }
     guard try db.text("PRAGMA integrity_check") == "ok" else { throw WorkloadFailure(description: "integrity_check failed") }
 
     // Opening the existing database: a new connection and its first read (SQLCipher derives its key here).
@@ -201,13 +210,13 @@ struct MixedRole {
 }
 
 /// Runs one thread per role, each on its own connection opened before the clock starts, on keys below `n`; returns operations/s.
-func mixedPhase(_ path: String, _ opener: Opener, _ setup: [String], rows n: Int, _ roles: [MixedRole]) throws -> Double {
+func mixedPhase(_ path: String, _ opener: Opener, _ setup: [String], rows n: Int, _ roles: [MixedRole], _ size: WorkloadSize) throws -> Double {
     let ready = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
     let failures = FailureList()
     for role in roles {
         Thread {
             do {
-                let c = try Connection(path, opener)
+                let c = try Connection(role.writes == 0 && size.readersOnCopy ? path + ".copy" : path, opener)
                 for s in setup { try c.exec(s) }
                 let read = try c.prepare("SELECT k, v FROM t WHERE id = ?")
                 let write = try c.prepare("UPDATE t SET k = k + 1 WHERE id = ?")
@@ -216,6 +225,13 @@ func mixedPhase(_ path: String, _ opener: Opener, _ setup: [String], rows n: Int
                 ready.signal()
                 go.wait()
                 var reads = 0, writes = 0
+                let started = ContinuousClock.now, cpu = threadCPUSeconds()
+                defer {
+                    if size.roleTimes {
+                        let wall = seconds(ContinuousClock.now - started), used = threadCPUSeconds() - cpu
+                        FileHandle.standardError.write(Data("role reads \(role.reads) writes \(role.writes): \(String(format: "%.4f", wall)) s, CPU \(String(format: "%.4f", used)) s\n".utf8))
+                    }
+                }
                 while reads < role.reads || writes < role.writes {
                     let id = Int64(keys.next(below: n))
                     if writes < role.writes && (reads >= role.reads || (reads + writes) % 10 == 9) {
@@ -250,4 +266,11 @@ final class FailureList: @unchecked Sendable {
     private var list: [String] = []
     func add(_ s: String) { lock.lock(); list.append(s); lock.unlock() }
     var first: String? { lock.lock(); defer { lock.unlock() }; return list.first }
+}
+
+/// The calling thread's CPU time so far.
+func threadCPUSeconds() -> Double {
+    var t = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+    return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
 }

@@ -2,6 +2,7 @@
 //
 // Usage: dp-sqlbench plain|protected --dir DIR [--mode wal|delete] [--rows N] [--batch N] [--points N] [--scans N]
 //                    [--mixed-ops N] [--threads N]   (the mixed workload's threads, each its own connection: 4)
+//                    [--pool-readers N] [--readers-on-copy] [--role-times]   (diagnostics of the mixed phases, Workload.swift)
 // One contender, one journal mode per process (Benchmarks/compare-sqlite interleaves them with dp-sqlbench-cipher).
 // Protected: a throwaway domain in DIR (minimum Argon2id, not timed: unlock is not what this measures), its class keys
 // in a session keyring of this process, the database class complete through `ProtectedVFS` (4 KiB pages = chunks).
