@@ -79,22 +79,20 @@ final class WALIndex {
     func lock(_ kind: OFDLock.Kind?, offset: Int, count: Int) -> OFDLock.Result {
         let range = offset..<(offset + count)
         let mask = range.reduce(UInt8(0)) { $0 | UInt8(1) << $1 }
-        return shared.state.withLock { (st) -> OFDLock.Result in
+        let file = shared.file
+        return shared.locks.holding(range) { (slot) -> OFDLock.Result in
             switch kind {
             case nil:
                 for i in range where (sharedMask | exclusiveMask) & (UInt8(1) << i) != 0 {
                     let bit = UInt8(1) << i
-                    st.holders[i] = st.holders[i] < 0 ? 0 : st.holders[i] - 1
-                    guard st.holders[i] == 0 else { continue }
+                    slot[i].holders = slot[i].holders < 0 ? 0 : slot[i].holders - 1
+                    guard slot[i].holders == 0 else { continue }
                     if sharedMask & bit != 0, Self.readLocks & bit != 0 {
-                        st.lingering |= bit
-                        st.used |= bit
-                        if !st.swept {
-                            st.swept = true
-                            LingeringReadLocks.process.sweepLater(shared)
-                        }
+                        slot[i].lingering = true
+                        slot[i].used = true
+                        if !shared.swept.exchange(true, ordering: .acquiringAndReleasing) { LingeringReadLocks.process.sweepLater(shared) }
                     } else {
-                        _ = shared.file.lock(nil, start: Self.lockBase + Int64(i), length: 1)
+                        _ = file.lock(nil, start: Self.lockBase + Int64(i), length: 1)
                     }
                 }
                 sharedMask &= ~mask
@@ -102,27 +100,31 @@ final class WALIndex {
                 return .done
             case .shared?:
                 if sharedMask & mask == mask { return .done }
-                if range.contains(where: { st.holders[$0] < 0 }) { return .wouldBlock }
-                for i in range where st.holders[i] == 0 && st.lingering & (UInt8(1) << i) == 0 {
-                    let r = shared.file.lock(.shared, start: Self.lockBase + Int64(i), length: 1)
+                if range.contains(where: { slot[$0].holders < 0 }) { return .wouldBlock }
+                for i in range where slot[i].holders == 0 && !slot[i].lingering {
+                    let r = file.lock(.shared, start: Self.lockBase + Int64(i), length: 1)
                     guard r == .done else {
-                        for j in offset..<i where st.holders[j] == 0 && st.lingering & (UInt8(1) << j) == 0 {
-                            _ = shared.file.lock(nil, start: Self.lockBase + Int64(j), length: 1)
+                        for j in offset..<i where slot[j].holders == 0 && !slot[j].lingering {
+                            _ = file.lock(nil, start: Self.lockBase + Int64(j), length: 1)
                         }
                         return r
                     }
                 }
-                st.used |= st.lingering & mask
-                st.lingering &= ~mask
-                for i in range { st.holders[i] += 1 }
+                for i in range {
+                    if slot[i].lingering { slot[i].used = true }
+                    slot[i].lingering = false
+                    slot[i].holders += 1
+                }
                 sharedMask |= mask
                 return .done
             case .exclusive?:
-                if range.contains(where: { st.holders[$0] != 0 }) { return .wouldBlock }
-                let r = shared.file.lock(.exclusive, start: Self.lockBase + Int64(offset), length: Int64(count))
+                if range.contains(where: { slot[$0].holders != 0 }) { return .wouldBlock }
+                let r = file.lock(.exclusive, start: Self.lockBase + Int64(offset), length: Int64(count))
                 guard r == .done else { return r }  // a lingering read lock stays as it was (shared)
-                st.lingering &= ~mask
-                for i in range { st.holders[i] = -1 }
+                for i in range {
+                    slot[i].lingering = false
+                    slot[i].holders = -1
+                }
                 exclusiveMask |= mask
                 return .done
             }
@@ -140,23 +142,20 @@ final class WALIndex {
     /// The open index of one database in this process, shared by its connections.
     final class Shared: @unchecked Sendable {
         struct State {
-            /// Per lock: how many connections of this process hold it shared, or -1 when one holds it exclusive.
-            var holders = [Int](repeating: 0, count: WALIndex.lockCount)
-            /// The read locks held shared at the file that no connection of this process holds (one bit per lock).
-            var lingering: UInt8 = 0
-            /// The read locks let go or taken back since the last sweep: they linger on through the next one.
-            var used: UInt8 = 0
-            /// Whether `LingeringReadLocks` sweeps this index.
-            var swept = false
             var regions: [UnsafeMutableRawPointer?] = []
             var connections = 0
         }
 
         let path: String
         let file: SharedMemoryFile
-        /// The locks' holders, the regions and the connections; held across the file's lock calls, as the unix VFS's
-        /// mutex is.
+        /// The regions and the connections.
         let state = Locked(State())
+        /// The eight locks' holders, each behind its own mutex, held across that lock's calls at the file (as SQLite's
+        /// unix VFS holds one mutex per lock when it may block): a writer taking the write lock does not hold up a
+        /// reader taking a read lock (BENCHMARKS.md, "Read locks kept for a moment").
+        let locks = WALLockSlots()
+        /// Whether `LingeringReadLocks` sweeps this index.
+        let swept = Atomic<Bool>(false)
 
         /// The indexes open in this process, by path. A database named by two paths gets two, whose OFD locks exclude
         /// each other as two processes' do.
@@ -217,16 +216,24 @@ final class WALIndex {
 
         /// Lets go, at the file, of the read locks that lingered through a whole period unused; returns whether any
         /// lingers still (the sweeper then sweeps this index again). Called by `LingeringReadLocks` only.
+        ///
+        /// `swept` is cleared first, so that a lock let go while this sweep runs hands the index over again, and set
+        /// again only by whoever finds it clear: the index is never in the sweeper's list twice, nor left out of it
+        /// while a lock lingers.
         func sweep() -> Bool {
-            state.withLock { (st) -> Bool in
-                for i in 0..<WALIndex.lockCount where (st.lingering & ~st.used) & (UInt8(1) << i) != 0 {
-                    _ = file.lock(nil, start: WALIndex.lockBase + Int64(i), length: 1)
+            swept.store(false, ordering: .sequentiallyConsistent)
+            var lingers = false
+            for i in 0..<WALIndex.lockCount where WALIndex.readLocks & (UInt8(1) << i) != 0 {
+                locks.holding(i..<(i + 1)) { slot in
+                    if slot[i].lingering, !slot[i].used {
+                        _ = file.lock(nil, start: WALIndex.lockBase + Int64(i), length: 1)
+                        slot[i].lingering = false
+                    }
+                    slot[i].used = false
+                    lingers = lingers || slot[i].lingering
                 }
-                st.lingering &= st.used
-                st.used = 0
-                st.swept = st.lingering != 0
-                return st.swept
             }
+            return lingers && !swept.exchange(true, ordering: .acquiringAndReleasing)
         }
 
         /// One connection fewer; the last closes the file (unmapping every region, its locks going with it), after
@@ -235,7 +242,11 @@ final class WALIndex {
             Self.table.withLock { open in
                 let left = state.withLock { (st) -> Int in
                     st.connections -= 1
-                    if st.connections == 0 { st.lingering = 0 }  // the close lets them go; a sweep then finds none
+                    if st.connections == 0 {  // the close lets them go; a sweep then finds none
+                        locks.holding(0..<WALIndex.lockCount) { slot in
+                            for i in 0..<WALIndex.lockCount { slot[i].lingering = false }
+                        }
+                    }
                     return st.connections
                 }
                 guard left == 0 else { return }
@@ -314,3 +325,42 @@ extension ProtectedDatabaseFile {
 
 /// `xShmBarrier`: a full memory fence between the connections that share the index.
 func walIndexBarrier() { atomicMemoryFence(ordering: .sequentiallyConsistent) }
+
+/// The holders of a wal-index's eight locks in this process, one mutex per lock (`WALIndex.Shared.locks`).
+final class WALLockSlots: @unchecked Sendable {  // slot i is read and written only holding mutex i
+    struct Slot {
+        /// How many connections of this process hold the lock shared, or -1 when one holds it exclusive.
+        var holders = 0
+        /// Held shared at the file while no connection of this process holds it (a read lock, `WALIndex.lingerPeriod`).
+        var lingering = false
+        /// Let go or taken back since the last sweep: it lingers on through the next one.
+        var used = false
+    }
+
+    private let mutexes: UnsafeMutablePointer<pthread_mutex_t>
+    private let slots: UnsafeMutablePointer<Slot>
+
+    init() {
+        mutexes = .allocate(capacity: WALIndex.lockCount)
+        slots = .allocate(capacity: WALIndex.lockCount)
+        for i in 0..<WALIndex.lockCount {
+            pthread_mutex_init(mutexes + i, nil)
+            (slots + i).initialize(to: Slot())
+        }
+    }
+
+    deinit {
+        for i in 0..<WALIndex.lockCount { pthread_mutex_destroy(mutexes + i) }
+        slots.deinitialize(count: WALIndex.lockCount)
+        slots.deallocate()
+        mutexes.deallocate()
+    }
+
+    /// Runs `body` holding the mutexes of locks `range`, taken in increasing order (so two ranges never deadlock),
+    /// with the slots in hand: `body` reads and writes only the slots of `range`.
+    func holding<R>(_ range: Range<Int>, _ body: (UnsafeMutablePointer<Slot>) -> R) -> R {
+        for i in range { pthread_mutex_lock(mutexes + i) }
+        defer { for i in range.reversed() { pthread_mutex_unlock(mutexes + i) } }
+        return body(slots)
+    }
+}
