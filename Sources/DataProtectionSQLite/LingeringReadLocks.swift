@@ -11,9 +11,9 @@ import Glibc
 /// lingers on, any other goes. So a read lock stays at the file between one and two periods after its last use, and
 /// another process waits at most that long for it. The thread sleeps on its condition while there is nothing to sweep.
 ///
-/// Lock order: an index's state, then this list (`sweepLater` runs holding the state); a sweep takes the state without
-/// this list's mutex.
-final class LingeringReadLocks: @unchecked Sendable {  // `indexes` and `started` are reached only holding `mutex`
+/// Lock order: a lock's mutex in the index (`WALLockSlots`), then this list's (`sweepLater` runs holding the former); a
+/// sweep takes the index's mutexes without this list's.
+final class LingeringReadLocks: @unchecked Sendable {  // `indexes`, `started`, `unavailable`: only holding `mutex`
     /// The process's sweeper.
     static let process = LingeringReadLocks()
 
@@ -21,6 +21,8 @@ final class LingeringReadLocks: @unchecked Sendable {  // `indexes` and `started
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var indexes: [WALIndex.Shared] = []
     private var started = false
+    /// The thread could not be started: no lock lingers in this process (each goes at once, as without this type).
+    private var unavailable = false
     private let rounds = Atomic<Int>(0)
 
     /// How many rounds of sweeps the thread has made (tests tell by it whether a lock could have gone meanwhile).
@@ -31,22 +33,25 @@ final class LingeringReadLocks: @unchecked Sendable {  // `indexes` and `started
         pthread_cond_init(wake, nil)
     }
 
-    /// Sweeps `index` from the next period on, starting the thread the first time. Called holding the index's state.
-    func sweepLater(_ index: WALIndex.Shared) {
+    /// Sweeps `index` from the next period on, starting the thread the first time; false when the thread cannot run
+    /// (`pthread_create` failed, now or before), and the caller then lets its lock go at once: without a sweeper a lock
+    /// would linger until the process closed the index, holding other processes' checkpoints back meanwhile.
+    func sweepLater(_ index: WALIndex.Shared) -> Bool {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        indexes.append(index)
-        if !started {
+        if !started && !unavailable {
             var thread = pthread_t()
-            // Without a thread the locks would linger until the process closes the index: another process's checkpoint
-            // would copy only up to their marks meanwhile. A process that cannot start one thread has worse troubles.
-            guard pthread_create(&thread, nil, { _ in LingeringReadLocks.process.run() }, nil) == 0 else {
-                fatalError("cannot start the thread that lets go of lingering wal-index read locks: \(String(cString: strerror(errno)))")
+            if pthread_create(&thread, nil, { _ in LingeringReadLocks.process.run() }, nil) == 0 {
+                pthread_detach(thread)
+                started = true
+            } else {
+                unavailable = true
             }
-            pthread_detach(thread)
-            started = true
         }
+        guard started else { return false }
+        indexes.append(index)
         pthread_cond_signal(wake)
+        return true
     }
 
     private func run() -> Never {
@@ -62,8 +67,8 @@ final class LingeringReadLocks: @unchecked Sendable {  // `indexes` and `started
             let due = indexes
             indexes = []
             pthread_mutex_unlock(mutex)
-            // An index swept with locks still lingering is swept again; `sweep` sets its `swept` as it decides, holding
-            // its state, so an index that stops being swept here is handed over again by its next lingering lock.
+            // An index swept with locks still lingering is swept again; one that stops being swept here is handed over
+            // again by its next lingering lock (`WALIndex.Shared.sweep` and its `swept`).
             let again = due.filter { $0.sweep() }
             rounds.add(1, ordering: .releasing)
             pthread_mutex_lock(mutex)

@@ -87,10 +87,9 @@ final class WALIndex {
                     let bit = UInt8(1) << i
                     slot[i].holders = slot[i].holders < 0 ? 0 : slot[i].holders - 1
                     guard slot[i].holders == 0 else { continue }
-                    if sharedMask & bit != 0, Self.readLocks & bit != 0 {
+                    if sharedMask & bit != 0, Self.readLocks & bit != 0, shared.sweptLater() {
                         slot[i].lingering = true
                         slot[i].used = true
-                        if !shared.swept.exchange(true, ordering: .acquiringAndReleasing) { LingeringReadLocks.process.sweepLater(shared) }
                     } else {
                         _ = file.lock(nil, start: Self.lockBase + Int64(i), length: 1)
                     }
@@ -156,6 +155,15 @@ final class WALIndex {
         let locks = WALLockSlots()
         /// Whether `LingeringReadLocks` sweeps this index.
         let swept = Atomic<Bool>(false)
+
+        /// Whether a read lock let go now may linger: the sweeper sweeps this index (handed over here the first time);
+        /// false when it cannot run, and the lock then goes at once.
+        func sweptLater() -> Bool {
+            if swept.exchange(true, ordering: .acquiringAndReleasing) { return true }
+            if LingeringReadLocks.process.sweepLater(self) { return true }
+            swept.store(false, ordering: .releasing)
+            return false
+        }
 
         /// The indexes open in this process, by path. A database named by two paths gets two, whose OFD locks exclude
         /// each other as two processes' do.
